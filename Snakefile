@@ -1,0 +1,20 @@
+"""lsa: each paper section is a parameterized notebook run by papermill.
+
+    snakemake --cores all                          # default profile (mini)
+    snakemake --cores all --config profile=smoke   # smoke | mini | gpu-small | paper
+
+The configuration is validated by lsa/config.py before any rule runs.
+"""
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/sections.smk"
+
+
+rule all:
+    input:
+        [section_outputs(key)["metrics"] for key in PIPE.sections],
+    default_target: True

@@ -1,0 +1,149 @@
+"""Seeding, atomic writes, provenance (``run_info.json``), metrics and tables.
+
+A file is written to a temporary name in its folder and renamed into place, so a killed run
+never leaves a half-written file that looks finished.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from lsa import paths
+
+PACKAGES = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "datasets",
+            "tokenizers", "numpy", "pandas", "seaborn", "papermill", "snakemake")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (CPU and CUDA) from one integer."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode())
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 0) == 0:
+        obj = obj.item()  # numpy / torch scalars
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    return atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.ROOT, capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=paths.ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def package_versions() -> dict[str, str | None]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def device_info() -> dict[str, Any]:
+    info: dict[str, Any] = {"platform": platform.platform(), "python": sys.version.split()[0],
+                            "cpu_count": os.cpu_count()}
+    try:
+        import torch
+
+        info["torch_threads"] = torch.get_num_threads()
+        info["cuda"] = torch.cuda.is_available()
+        if info["cuda"]:
+            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except ImportError:
+        pass
+    return info
+
+
+def run_info(config: Any, seed: int | None = None, started: float | None = None,
+             **extra: Any) -> dict[str, Any]:
+    """Provenance of one run: config, seed, commit, package versions, device, wall time."""
+    cfg = config.to_dict() if hasattr(config, "to_dict") else config
+    info = {
+        "config": cfg,
+        "seed": seed if seed is not None else (cfg or {}).get("seed"),
+        "git_commit": git_commit(),
+        "packages": package_versions(),
+        "device": device_info(),
+        "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if started is not None:
+        info["wall_time_s"] = round(time.time() - started, 2)
+    info.update(extra)
+    return info
+
+
+def save_metrics(folder: str | Path, metrics: dict[str, Any], config: Any,
+                 started: float | None = None, **extra: Any) -> Path:
+    """Write ``metrics.json`` and ``run_info.json`` into ``folder``; metrics last (the marker)."""
+    folder = Path(folder)
+    write_json(folder / "run_info.json", run_info(config, started=started, **extra))
+    return write_json(folder / "metrics.json", metrics)
+
+
+def save_table(df, path: str | Path, floatfmt: str = ".4g") -> tuple[Path, Path]:
+    """Write a pandas DataFrame as CSV and Markdown (same stem)."""
+    path = Path(path).with_suffix("")
+    csv = atomic_write_text(path.with_suffix(".csv"), df.to_csv(index=False))
+    md = atomic_write_text(path.with_suffix(".md"),
+                           df.to_markdown(index=False, floatfmt=floatfmt) + "\n")
+    return csv, md

@@ -1,0 +1,56 @@
+"""Checks on what a pipeline run wrote (used by ``python -m lsa check`` and the tests)."""
+
+from __future__ import annotations
+
+import json
+
+from lsa import paths
+from lsa.config import PipelineConfig
+
+VERDICTS = {"agrees", "disagrees", "inconclusive", "not run"}
+RUN_INFO_KEYS = {"config", "seed", "git_commit", "packages", "device", "wall_time_s"}
+
+
+def check_outputs(pipe: PipelineConfig) -> list[str]:
+    """Every problem found in the outputs of ``pipe.profile``; an empty list means all is well."""
+    import nbformat
+
+    problems: list[str] = []
+    profile = pipe.profile
+    for key in pipe.sections:
+        folder = paths.section_dir(profile, key)
+        try:
+            metrics = json.loads(paths.metrics_file(profile, key).read_text())
+            info = json.loads((folder / "run_info.json").read_text())
+        except (OSError, ValueError) as exc:
+            problems.append(f"{key}: metrics.json or run_info.json missing or unreadable ({exc})")
+            continue
+        if info.get("config") != pipe.notebook_parameters(key):
+            problems.append(f"{key}: run_info.json config differs from the {profile} profile")
+        missing = RUN_INFO_KEYS - set(info)
+        if missing:
+            problems.append(f"{key}: run_info.json lacks {sorted(missing)}")
+        for claim in metrics.get("claims", []):
+            if claim.get("verdict") not in VERDICTS:
+                problems.append(f"{key}: claim {claim.get('id')} has verdict "
+                                f"{claim.get('verdict')!r}")
+        for name in metrics.get("figures", []):
+            for ext in ("png", "pdf"):
+                fig = paths.figures_dir(profile) / f"{name}.{ext}"
+                if not fig.exists() or fig.stat().st_size < 1000:
+                    problems.append(f"{key}: figure {fig} missing or empty")
+        for name in metrics.get("tables", []):
+            for ext in ("csv", "md"):
+                if not (folder / f"{name}.{ext}").exists():
+                    problems.append(f"{key}: table {name}.{ext} missing")
+        nb_path = paths.executed_notebook(profile, key)
+        try:
+            nb = nbformat.read(nb_path, as_version=4)
+        except OSError as exc:
+            problems.append(f"{key}: executed notebook missing ({exc})")
+            continue
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    problems.append(f"{key}: executed notebook has an error: {output.get('ename')}")
+    return problems

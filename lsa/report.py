@@ -1,0 +1,147 @@
+"""The paper's reference values (the one place they live) and the claim records.
+
+Every reference value carries the grade of ``shared/docs/paper.md``:
+
+- ``A``: the authors' own words (paper text, table image, rebuttal);
+- ``B``: a third-party summary, plausible but unchecked;
+- ``?``: not stated by the paper; the direction tested is the project's reading.
+
+A section computes its claims from its own metrics (``Claim`` records, verdict included) and
+stores them in its ``metrics.json``; the replication report only gathers them. No value here is
+ever used to tune a run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Grade = Literal["A", "B", "?"]
+Verdict = Literal["agrees", "disagrees", "inconclusive", "not run"]
+
+
+@dataclass(frozen=True)
+class Reference:
+    value: Any
+    grade: Grade
+    source: str
+
+
+# Values are the paper's; keys are "<table or section>/<setting>/<quantity>".
+PAPER: dict[str, Reference] = {
+    # Section 3, Figure 1
+    "sec3/mean/generalizes": Reference(True, "A", "Sec. 3, Fig. 1a"),
+    "sec3/mean_nope/test_mse": Reference(1e-5, "A", "Sec. 3, Fig. 1a: NoPE mean prediction"),
+    "sec3/length/generalizes": Reference(False, "A", "Sec. 3, Fig. 1b"),
+    "sec3/outrep/improves": Reference(True, "A", "Sec. 3, Fig. 1c: sqrt, log, 1/sqrt all help"),
+    "sec3/mean_uniform/generalizes": Reference(True, "A", "rebuttal: uniform #ones variant"),
+    "sec3/sum/generalizes": Reference(False, "?", "appendix (rebuttal); direction inferred"),
+    # Section 4.1, Table 1
+    "table1/pearson_misalign": Reference(-0.85, "A", "Table 1, seeds summary"),
+    "table1/pearson_train_loss": Reference(-0.55, "A", "Table 1 (a third-party note: |r| = 0.62)"),
+    # Tables 2-3: LongBench-E and perplexity, Llama-2-7B, 200 steps
+    "table2/clex_redpajama/ce/longbench": Reference(24.7, "A", "Table 2"),
+    "table2/clex_redpajama/ce/ppl": Reference(6.12, "A", "Table 2"),
+    "table2/clex_redpajama/a0.1/longbench": Reference(26.6, "A", "Table 2"),
+    "table2/clex_redpajama/a0.1/ppl": Reference(5.88, "A", "Table 2"),
+    "table2/clex_redpajama/a0.5/longbench": Reference(24.7, "B", "Table 2"),
+    "table2/clex_redpajama/a0.5/ppl": Reference(6.54, "B", "Table 2"),
+    "table2/clex_pg19/ce/longbench": Reference(22.5, "B", "Table 2"),
+    "table2/clex_pg19/ce/ppl": Reference(7.45, "B", "Table 2"),
+    "table2/clex_pg19/a0.1/longbench": Reference(25.3, "B", "Table 2"),
+    "table2/clex_pg19/a0.1/ppl": Reference(7.35, "B", "Table 2"),
+    "table3/longqlora/ce/longbench": Reference(23.4, "B", "Table 3"),
+    "table3/longqlora/ce/ppl": Reference(5.82, "B", "Table 3"),
+    "table3/longqlora/a0.1/longbench": Reference(25.8, "B", "Table 3"),
+    "table3/longqlora/a0.1/ppl": Reference(5.77, "B", "Table 3"),
+    "table3/eabf/ce/longbench": Reference(23.6, "B", "Table 3"),
+    "table3/eabf/ce/ppl": Reference(6.01, "B", "Table 3"),
+    "table3/eabf/a0.1/longbench": Reference(24.8, "B", "Table 3"),
+    "table3/eabf/a0.1/ppl": Reference(5.91, "B", "Table 3"),
+    # Section 5.3 ablations
+    "table4/alpha0/longbench": Reference(24.7, "B", "alpha sweep, CLEX"),
+    "table4/alpha0.1/longbench": Reference(26.6, "B", "alpha sweep, CLEX"),
+    "table4/alpha0.3/longbench": Reference(27.1, "B", "alpha sweep, CLEX"),
+    "table4/alpha0.5/longbench": Reference(24.7, "B", "alpha sweep, CLEX"),
+    "table4/alpha1.0/longbench": Reference(19.9, "B", "alpha sweep, CLEX"),
+    "table4/alpha1.0/ppl": Reference(16.21, "A", "seeds summary (a third-party note: 12.92)"),
+    "table5/lextra_setting4/longbench": Reference(18.2, "A", "seeds summary (third party: 19.1)"),
+    "table5/lextra_setting1/longbench": Reference(25.8, "B", "third-party note"),
+    # Section 5.4 BABILong, average accuracy (%)
+    "table6/4k/ce": Reference(48.2, "B", "Table 6"),
+    "table6/4k/a0.1": Reference(49.1, "B", "Table 6"),
+    "table6/8k/ce": Reference(42.4, "B", "Table 6"),
+    "table6/8k/a0.1": Reference(44.4, "B", "Table 6"),
+    "table6/16k/ce": Reference(37.9, "B", "Table 6"),
+    "table6/16k/a0.1": Reference(40.1, "B", "Table 6"),
+    # QA1 by depth of the supporting fact, 16K input (%)
+    "table7/ce/depth0": Reference(75, "A", "Table 7"),
+    "table7/ce/depth25": Reference(64, "A", "Table 7"),
+    "table7/ce/depth50": Reference(30, "A", "Table 7"),
+    "table7/ce/depth75": Reference(69, "A", "Table 7"),
+    "table7/a0.1/depth0": Reference(73, "A", "Table 7"),
+    "table7/a0.1/depth25": Reference(64, "A", "Table 7"),
+    "table7/a0.1/depth50": Reference(38, "A", "Table 7"),
+    "table7/a0.1/depth75": Reference(74, "A", "Table 7"),
+}
+
+
+def paper(key: str) -> Reference:
+    try:
+        return PAPER[key]
+    except KeyError:
+        raise KeyError(f"no paper reference {key!r}; known: {', '.join(sorted(PAPER))}") from None
+
+
+@dataclass
+class Claim:
+    """One claim of the paper set against this project's number, with a computed verdict."""
+
+    id: str
+    section: str
+    claim: str
+    paper: str
+    grade: Grade
+    ours: str
+    verdict: Verdict
+    evidence: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fmt(value: float, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.{digits}g}"
+
+
+def majority_verdict(wins: int, total: int, mean_better: bool) -> Verdict:
+    """'agrees' when the mean and a strict majority of seeds go the paper's way, 'disagrees' when
+    neither does, 'inconclusive' otherwise."""
+    if total == 0:
+        return "not run"
+    if mean_better and wins * 2 > total:
+        return "agrees"
+    if not mean_better and wins * 2 < total:
+        return "disagrees"
+    return "inconclusive"
+
+
+def claims_table(claims: list[dict[str, Any]]):
+    import pandas as pd
+
+    cols = ["id", "section", "claim", "paper", "grade", "ours", "verdict", "evidence"]
+    return pd.DataFrame(claims, columns=cols)
+
+
+def collect_claims(metrics_files: list[Path]) -> list[dict[str, Any]]:
+    """All claims stored in the given sections' metrics files, in order."""
+    from lsa.io import read_json
+
+    out: list[dict[str, Any]] = []
+    for path in metrics_files:
+        out.extend(read_json(path).get("claims", []))
+    return out

@@ -1,0 +1,29 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def out_root(tmp_path, monkeypatch):
+    """Send results/ and figures/ to a temporary folder."""
+    monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def tool(name: str) -> str:
+    """An executable of this environment (snakemake, papermill), else from PATH."""
+    path = BIN / name
+    return str(path) if path.exists() else (shutil.which(name) or name)
+
+
+def run(cmd, **kw):
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **kw.pop("env", {})}
+    return subprocess.run(cmd, cwd=kw.pop("cwd", ROOT), env=env, capture_output=True, text=True,
+                          **kw)

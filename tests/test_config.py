@@ -1,0 +1,124 @@
+import ast
+import json
+
+import pytest
+import yaml
+
+from lsa import paths
+from lsa.config import (PROFILES, ConfigError, ReportConfig, SyntheticConfig, from_mapping,
+                        load_config)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_validates(profile):
+    pipe = load_config(profile=profile)
+    assert pipe.profile == profile
+    for key in pipe.sections:
+        params = pipe.notebook_parameters(key)
+        assert params["profile"] == profile
+        # what papermill receives is accepted by the notebook's strict config
+        cls = type(pipe.section_config(key))
+        assert cls.from_dict(params).to_dict() == params
+
+
+def test_default_profile_is_mini():
+    assert load_config().profile == "mini"
+
+
+def test_round_trip():
+    cfg = SyntheticConfig(steps=7, encodings=["rope"], lr=0.5)
+    assert SyntheticConfig.from_dict(cfg.to_dict()) == cfg
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"stepz": 3}, ["stepz", "allowed keys", "steps"]),
+    ({"steps": "many"}, ["synthetic.steps", "'many'", "int"]),
+    ({"steps": 0}, ["synthetic.steps", "0", ">= 1"]),
+    ({"steps": True}, ["synthetic.steps", "True"]),
+    ({"lr": -1.0}, ["synthetic.lr", "-1.0", "> 0"]),
+    ({"encodings": ["nope", "xpos"]}, ["synthetic.encodings[1]", "'xpos'", "'rope'"]),
+    ({"encodings": []}, ["synthetic.encodings", "not be empty"]),
+    ({"train_max_len": 10, "test_max_len": 10}, ["test_max_len", "train_max_len"]),
+    ({"profile": "huge"}, ["synthetic.profile", "'huge'", "mini"]),
+    ({"d_model": 30, "n_heads": 4}, ["d_model", "divisible"]),
+])
+def test_invalid_values_name_key_value_and_rule(data, words):
+    with pytest.raises(ConfigError) as err:
+        SyntheticConfig.from_dict(data)
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_float_accepts_int_but_int_rejects_float():
+    assert SyntheticConfig.from_dict({"lr": 1}).lr == 1.0
+    with pytest.raises(ConfigError, match="synthetic.steps = 1.5"):
+        SyntheticConfig.from_dict({"steps": 1.5})
+
+
+def raw_config():
+    return yaml.safe_load(paths.CONFIG_FILE.read_text())
+
+
+def test_unknown_profile_and_section_keys_fail():
+    raw = raw_config()
+    with pytest.raises(ConfigError, match="profile = 'tiny'"):
+        from_mapping(raw, profile="tiny")
+    raw["profiles"]["mini"]["synthetic"]["stepz"] = 5
+    with pytest.raises(ConfigError, match="profiles.mini.synthetic.*stepz"):
+        from_mapping(raw, profile="mini")
+    raw = raw_config()
+    raw["sections"]["01_synthetic_study"]["threads"] = 0
+    with pytest.raises(ConfigError, match="sections.01_synthetic_study: threads = 0"):
+        from_mapping(raw)
+    raw = raw_config()
+    raw["sections"]["06_replication_report"]["needs"] = ["99_nothing"]
+    with pytest.raises(ConfigError, match="99_nothing"):
+        from_mapping(raw)
+    raw = raw_config()
+    raw["colour"] = "blue"
+    with pytest.raises(ConfigError, match="unknown key colour"):
+        from_mapping(raw)
+
+
+def test_report_receives_the_sections_it_needs():
+    pipe = load_config(profile="smoke")
+    params = pipe.notebook_parameters("06_replication_report")
+    assert params["sections"] == pipe.sections["06_replication_report"].needs
+    assert set(params["sections"]) == set(pipe.sections) - {"06_replication_report"}
+
+
+def notebook_defaults(name: str) -> dict:
+    nb = json.loads((paths.NOTEBOOKS / name).read_text())
+    cells = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(cells) == 1, "exactly one cell tagged 'parameters'"
+    tree = ast.parse("".join(cells[0]["source"]))
+    out = {}
+    for node in tree.body:  # literals only
+        assert isinstance(node, ast.Assign) and len(node.targets) == 1
+        out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
+@pytest.mark.parametrize("section", list(load_config().sections))
+def test_notebook_defaults_are_the_config_defaults(section):
+    """A notebook's parameters cell holds exactly its config's fields, at the smoke defaults."""
+    pipe = load_config(profile="smoke")
+    spec = pipe.sections[section]
+    defaults = notebook_defaults(spec.notebook)
+    cls = type(pipe.section_config(section))
+    assert defaults == cls().to_dict()
+    assert set(defaults) == set(cls.field_names())
+
+
+def test_config_module_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, lsa.config, lsa.paths; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_report_config_rejects_duplicates():
+    with pytest.raises(ConfigError, match="report.sections"):
+        ReportConfig.from_dict({"sections": ["a", "a"]})

@@ -1,0 +1,181 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lsa import synthetic as syn
+from lsa.config import SyntheticConfig
+
+
+def gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.parametrize("task", ["mean", "mean_uniform", "length", "sum"])
+def test_batch_layout_and_targets(task):
+    lengths = torch.tensor([1, 3, 7, 10])
+    tokens, target = syn.make_batch(task, lengths, gen())
+    assert tokens.shape == (4, 11)
+    assert (tokens[:, 0] == syn.BOS).all()
+    bits = tokens[:, 1:]
+    for i, length in enumerate(lengths.tolist()):
+        row = bits[i]
+        assert set(row[:length].tolist()) <= {0, 1}
+        assert (row[length:] == 0).all(), "right padding is zeros"
+        count = int(row[:length].sum())
+        expected = {"mean": count / length, "mean_uniform": count / length,
+                    "length": float(length), "sum": float(count)}[task]
+        assert target[i].item() == pytest.approx(expected)
+
+
+def test_mean_uniform_count_is_uniform():
+    lengths = torch.full((20000,), 4)
+    tokens, target = syn.make_batch("mean_uniform", lengths, gen(1))
+    counts = np.bincount(tokens[:, 1:].sum(1).numpy(), minlength=5)
+    assert counts.shape == (5,)
+    np.testing.assert_allclose(counts / counts.sum(), 0.2, atol=0.015)
+    # while Bernoulli(0.5) bits give Binomial(4, 0.5): 1/16 at the ends
+    tokens, _ = syn.make_batch("mean", lengths, gen(1))
+    counts = np.bincount(tokens[:, 1:].sum(1).numpy(), minlength=5) / 20000
+    assert counts[0] == pytest.approx(1 / 16, abs=0.01)
+
+
+@pytest.mark.parametrize("name", ["identity", "sqrt", "log", "inv_sqrt"])
+@pytest.mark.parametrize("shift", [0.0, 1.0])
+def test_outrep_inverse(name, shift):
+    y = torch.tensor([1.0, 2.0, 5.0, 50.0], dtype=torch.float64)
+    rep = syn.OutRep(name, shift)
+    torch.testing.assert_close(rep.inverse(rep.forward(y)), y)
+
+
+def test_outrep_values():
+    y = torch.tensor([4.0], dtype=torch.float64)
+    assert syn.OutRep("sqrt").forward(y).item() == 2.0
+    assert syn.OutRep("log", 1.0).forward(y).item() == pytest.approx(math.log(5))
+    assert syn.OutRep("inv_sqrt").forward(y).item() == 0.5
+    assert math.isfinite(syn.OutRep("inv_sqrt").inverse(torch.tensor([-3.0])).item())
+
+
+def test_sinusoidal_table():
+    table = syn.sinusoidal_table(5, 4)
+    assert table[0].tolist() == [0.0, 1.0, 0.0, 1.0]
+    assert table[3, 0].item() == pytest.approx(math.sin(3))
+    assert table[3, 3].item() == pytest.approx(math.cos(3 / 100))
+
+
+def test_alibi_slopes():
+    assert syn.alibi_slopes(4).tolist() == [2**-2, 2**-4, 2**-6, 2**-8]
+
+
+def test_rope_scores_depend_only_on_offset():
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
+
+    def score(i, j):
+        qi = syn.rotate(q, torch.tensor([i]))
+        kj = syn.rotate(k, torch.tensor([j]))
+        return (qi * kj).sum().item()
+
+    assert score(3, 1) == pytest.approx(score(10, 8), abs=1e-5)
+    assert score(0, 0) == pytest.approx((q * k).sum().item(), abs=1e-6)
+    assert syn.rotate(q, torch.tensor([7])).norm().item() == pytest.approx(q.norm().item(), 1e-5)
+
+
+@pytest.mark.parametrize("encoding", syn.SyntheticTransformer.ENCODINGS)
+def test_model_is_causal_and_reads_the_last_real_token(encoding):
+    torch.manual_seed(0)
+    model = syn.SyntheticTransformer(encoding, d_model=16, n_layers=2, n_heads=2,
+                                     max_positions=16).eval()
+    tokens = torch.tensor([[2, 1, 0, 1, 1, 0, 1]])
+    changed = tokens.clone()
+    changed[0, 5:] = 1 - changed[0, 5:]  # change what comes after position 4
+    lengths = torch.tensor([4])
+    with torch.no_grad():
+        a, b = model(tokens, lengths), model(changed, lengths)
+        truncated = model(tokens[:, :5], lengths)
+    torch.testing.assert_close(a, b)
+    torch.testing.assert_close(a, truncated)
+
+
+def test_alibi_bias_matches_definition():
+    model = syn.SyntheticTransformer("alibi", d_model=8, n_heads=2)
+    bias = model.attention_bias(3, "cpu")
+    slopes = syn.alibi_slopes(2)
+    assert bias.shape == (2, 3, 3)
+    assert bias[1, 2, 0].item() == pytest.approx(-2 * slopes[1].item())
+    assert bias[0, 0, 1].item() == float("-inf")
+
+
+def test_learned_positions_beyond_table_fail_clearly():
+    model = syn.SyntheticTransformer("learned", d_model=8, n_heads=2, max_positions=4)
+    with pytest.raises(ValueError, match="max_positions=4"):
+        model(torch.zeros(1, 6, dtype=torch.long), torch.tensor([5]))
+
+
+TINY = dict(tasks=["mean", "length"], encodings=["nope", "rope"], outrep_tasks=["length"],
+            outrep_transforms=["sqrt"], outrep_encodings=["nope"], steps=5, test_max_len=12,
+            test_samples=4, d_model=8, n_heads=2)
+
+
+def test_run_specs_cover_the_grid_once():
+    cfg = SyntheticConfig(**TINY, seeds=2)
+    specs = syn.run_specs(cfg)
+    # 2 tasks x 2 encodings + (length, nope, sqrt) -- (length, nope, identity) is not repeated
+    assert len(specs) == 2 * (2 * 2 + 1)
+    assert len(set(specs)) == len(specs)
+    assert syn.RunSpec("length", "nope", "sqrt", 1) in specs
+
+
+def test_same_seed_same_numbers_and_workers_do_not_matter():
+    cfg = SyntheticConfig(**TINY)
+    a = syn.run_grid(cfg, progress=False)
+    b = syn.run_grid(cfg, progress=False)
+    pd.testing.assert_frame_equal(a, b)
+    c = syn.run_grid(SyntheticConfig(**{**TINY, "workers": 2}), progress=False)
+    pd.testing.assert_frame_equal(a, c)
+    d = syn.run_grid(SyntheticConfig(**{**TINY, "seed": 1}), progress=False)
+    assert not np.allclose(a["mse"], d["mse"])
+
+
+def fake_per_length(rows):
+    return pd.DataFrame(rows, columns=["task", "encoding", "transform", "replicate", "length",
+                                       "mse", "train_loss"])
+
+
+def test_summaries_by_hand():
+    cfg = SyntheticConfig(train_min_len=1, train_max_len=2, test_max_len=4)
+    rows = []
+    for rep, scale in [(0, 1.0), (1, 3.0)]:
+        for length, mse in [(1, 1.0), (2, 3.0), (3, 10.0), (4, 30.0)]:
+            rows.append(["length", "nope", "identity", rep, length, mse * scale, 0.0])
+    df = fake_per_length(rows)
+    runs = syn.per_run_summary(df, cfg)
+    assert runs["in_range"].tolist() == [2.0, 6.0]
+    assert runs["out_of_range"].tolist() == [20.0, 60.0]
+    summary = syn.summarize(df, cfg).iloc[0]
+    assert summary["out_of_range_mean"] == 40.0
+    assert summary["out_of_range_std"] == pytest.approx(np.std([20, 60], ddof=1))
+    rel = syn.relative_rmse(df, cfg)
+    # length task: sqrt(mse)/length averaged over lengths 3, 4 (replicate 0)
+    assert rel["rel_rmse"].iloc[0] == pytest.approx((math.sqrt(10) / 3 + math.sqrt(30) / 4) / 2)
+
+
+def test_claim_verdicts_follow_the_numbers():
+    cfg = SyntheticConfig(tasks=["mean", "length"], encodings=["nope"], outrep_tasks=["length"],
+                          outrep_transforms=["sqrt"], train_max_len=2, test_max_len=3, seeds=1)
+    rows = []
+    for length in (1, 2, 3):
+        rows.append(["mean", "nope", "identity", 0, length, 2e-5, 0.0])  # tiny: generalizes
+        rows.append(["length", "nope", "identity", 0, length, 0.01 if length < 3 else 9.0, 0.0])
+        rows.append(["length", "nope", "sqrt", 0, length, 0.01 if length < 3 else 4.0, 0.0])
+    got = {c["id"]: c for c in syn.claims(fake_per_length(rows), cfg)}
+    assert got["S3.1"]["verdict"] == "agrees"       # sqrt(2e-5)/0.5 < 0.05
+    assert got["S3.2"]["verdict"] == "agrees"       # 2e-5 within 10x of 1e-5
+    assert got["S3.3"]["verdict"] == "agrees"       # sqrt(9)/3 = 1 >> 0.05
+    assert got["S3.4"]["verdict"] == "not run"      # mean_uniform not in the config
+    assert got["S3.6"]["verdict"] == "agrees"       # 4 < 9
+    rows = [r if r[2] != "sqrt" else r[:5] + [20.0, 0.0] for r in rows]
+    got = {c["id"]: c for c in syn.claims(fake_per_length(rows), cfg)}
+    assert got["S3.6"]["verdict"] == "disagrees"
