@@ -11,10 +11,13 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/runs.smk"
 include: "workflow/rules/sections.smk"
 
 
 rule all:
     input:
         [section_outputs(key)["metrics"] for key in PIPE.sections],
+        BASE_OUTPUT,
+        FINETUNE_OUTPUTS.values(),
     default_target: True

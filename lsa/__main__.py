@@ -1,7 +1,11 @@
 """Command line: ``python -m lsa <command>`` (also installed as ``lsa``).
 
-    python -m lsa config  [--profile P] [--section S]   show the validated configuration
-    python -m lsa check   [--profile P]                 check the outputs of a pipeline run
+    python -m lsa config   [--profile P] [--section S]  show the validated configuration
+    python -m lsa check    [--profile P]                check the outputs of a pipeline run
+    python -m lsa fetch    books                        fetch the book corpus into data/
+    python -m lsa pretrain [--profile P]                the profile's base model (a run folder)
+    python -m lsa finetune --run NAME [--profile P]     one context-extension run
+    python -m lsa bench    misalign [--quick]           cost of CE + SCE vs CE only
 """
 
 from __future__ import annotations
@@ -37,6 +41,45 @@ def _check(args) -> int:
     return 1 if problems else 0
 
 
+def _fetch(args) -> int:
+    from lsa.data.books import locate_books
+
+    folder, source = locate_books()
+    print(f"books: {folder} (source: {source})")
+    return 0
+
+
+def _set_threads(args) -> None:
+    if getattr(args, "threads", None):
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
+def _pretrain(args) -> int:
+    from lsa.runs import pretrain
+
+    _set_threads(args)
+    print(pretrain(load_config(profile=args.profile), progress=not args.no_progress))
+    return 0
+
+
+def _finetune(args) -> int:
+    from lsa.runs import finetune
+
+    _set_threads(args)
+    pipe = load_config(profile=args.profile)
+    pipe.settings["finetune"].run(args.run)  # type: ignore[attr-defined]  # unknown name: fail early
+    print(finetune(pipe, args.run, progress=not args.no_progress))
+    return 0
+
+
+def _bench(args) -> int:
+    from lsa.bench import main as bench_main
+
+    return bench_main(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lsa", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -48,6 +91,24 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("check", help="check the files a pipeline run wrote")
     p.add_argument("--profile", choices=PROFILES)
     p.set_defaults(func=_check)
+    p = sub.add_parser("fetch", help="fetch input data into data/")
+    p.add_argument("what", choices=["books"])
+    p.set_defaults(func=_fetch)
+    for name, func, helptext in (("pretrain", _pretrain, "train or load the base model"),
+                                 ("finetune", _finetune, "one context-extension run")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--profile", choices=PROFILES)
+        p.add_argument("--no-progress", action="store_true")
+        p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+        if name == "finetune":
+            p.add_argument("--run", required=True, help="a run name (python -m lsa config shows them)")
+        p.set_defaults(func=func)
+    p = sub.add_parser("bench", help="measure the regularizer's time and memory cost")
+    p.add_argument("what", choices=["misalign"])
+    p.add_argument("--quick", action="store_true", help="tiny shapes (tests)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--out", help="JSON output (default results/bench/misalign.json)")
+    p.set_defaults(func=_bench)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

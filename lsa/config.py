@@ -346,14 +346,17 @@ class PretrainConfig(StrictConfig):
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(steps=30, lr=3e-3))
     eval_max_chunks: int = 8
+    threads: int = 2                     # CPU threads of the job (torch intra-op)
+    gpu: bool = False                    # the job needs a GPU (cluster scheduling)
 
     def validate(self) -> None:
         if self.profile not in PROFILES:
             self._fail("profile", f"must be one of {', '.join(PROFILES)}")
         self._at_least("eval_max_chunks", 1)
+        self._at_least("threads", 1)
 
 
-Method = Literal["none", "pi"]
+Method = Literal["none", "pi", "ntk", "abf", "dynamic", "yarn", "longqlora", "eabf", "clex"]
 
 
 @dataclass
@@ -369,14 +372,27 @@ class RunConfig(StrictConfig):
     ce_on: Literal["a", "both"] = "a"
     l_extra_setting: int = 1
     divergence: Literal["sce", "jeffreys"] = "sce"
+    l_train: int | None = None          # default: finetune.l_train
+    lr: float | None = None             # default: finetune.optim.lr (LoRA methods: lora_lr)
+    steps: int | None = None            # default: finetune.optim.steps
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.name):
             self._fail("name", "must be letters, digits and _ . + - only")
         self._at_least("alpha", 0.0)
         self._at_least("seed", 0)
+        if self.l_train is not None:
+            self._at_least("l_train", 2)
+        if self.lr is not None and not self.lr > 0:
+            self._fail("lr", "must be > 0")
+        if self.steps is not None:
+            self._at_least("steps", 1)
         if self.l_extra_setting not in (1, 2, 3, 4):
             self._fail("l_extra_setting", "must be 1, 2, 3 or 4 (see methods.md)")
+
+
+def grid_run_name(method: str, alpha: float, seed: int) -> str:
+    return f"{method}_a{alpha:g}_s{seed}"
 
 
 @dataclass
@@ -392,13 +408,27 @@ class FinetuneConfig(StrictConfig):
     detach: Literal["none", "long", "short"] = "none"
     positions: Literal["all", "last"] = "all"
     chunk_size: int = 512
-    eval_lengths: list[int] = field(default_factory=lambda: [128, 256, 512])
+    # method settings (lsa/extend): ABF base, LoRA (LongQLoRA), S2 groups, EABF, CLEX
+    abf_theta: float = 500000.0
+    lora_r: int = 64
+    lora_alpha: int = 16
+    lora_dropout: float = 0.05
+    lora_lr: float = 2e-3
+    use_4bit: bool = False               # NF4 base weights for LoRA methods (GPU only)
+    s2_group_ratio: float = 0.25
+    eabf_skip_layers: int = 2
+    clex_hidden: int = 32
+    eval_multiples: list[int] = field(default_factory=lambda: [1, 2, 4])  # x l_train
     eval_max_chunks: int = 8
     metric_samples: int = 16
-    runs: list[RunConfig] = field(default_factory=lambda: [
-        RunConfig(name="pi_ce", method="pi", alpha=0.0),
-        RunConfig(name="pi_a0.1", method="pi", alpha=0.1),
-    ])
+    threads: int = 2
+    gpu: bool = False
+    # the runs: every method x alpha x seed of the grid, plus any explicit extra runs
+    methods: list[Method] = field(
+        default_factory=lambda: ["pi", "longqlora", "yarn", "eabf", "clex"])
+    alphas: list[float] = field(default_factory=lambda: [0.0, 0.1])
+    seeds: list[int] = field(default_factory=lambda: [0])
+    runs: list[RunConfig] = field(default_factory=list)
 
     def validate(self) -> None:
         if self.profile not in PROFILES:
@@ -407,20 +437,75 @@ class FinetuneConfig(StrictConfig):
         self._at_least("chunk_size", 1)
         self._at_least("eval_max_chunks", 1)
         self._at_least("metric_samples", 1)
-        self._non_empty_unique("eval_lengths")
-        for length in self.eval_lengths:
-            if length < 2:
-                self._fail("eval_lengths", "every length must be >= 2")
-        names = [r.name for r in self.runs]
+        self._at_least("threads", 1)
+        self._non_empty_unique("eval_multiples")
+        if min(self.eval_multiples) < 1:
+            self._fail("eval_multiples", "every multiple of l_train must be >= 1")
+        for name in ("lora_r", "lora_alpha", "clex_hidden"):
+            self._at_least(name, 1)
+        self._at_least("eabf_skip_layers", 0)
+        self._in_range("lora_dropout", 0.0, 0.9)
+        if not self.abf_theta > 0:
+            self._fail("abf_theta", "must be > 0")
+        if not self.lora_lr > 0:
+            self._fail("lora_lr", "must be > 0")
+        if not 0 < self.s2_group_ratio <= 1:
+            self._fail("s2_group_ratio", "must be in (0, 1]")
+        for name in ("methods", "alphas", "seeds"):
+            self._non_empty_unique(name)
+        if min(self.alphas) < 0:
+            self._fail("alphas", "every alpha must be >= 0")
+        names = [r.name for r in self.all_runs()]
         if len(set(names)) != len(names):
-            self._fail("runs", "run names must be unique")
+            self._fail("runs", "run names must be unique (grid runs are named "
+                               "METHOD_aALPHA_sSEED)")
+        for run in self.all_runs():
+            l_train = self.l_train_of(run)
+            if run.l_extra_setting == 3 and l_train < 4:
+                self._fail("runs", f"run {run.name}: l_extra setting 3 needs l_train >= 4")
+            if run.method == "longqlora":
+                group = int(l_train * self.s2_group_ratio)
+                if group < 2 or l_train % group or group % 2:
+                    raise ConfigError(
+                        f"finetune.runs[{run.name}].l_train = {l_train}: S2 attention "
+                        f"(longqlora) needs l_train to be a multiple of an even group of "
+                        f"l_train * s2_group_ratio ({self.s2_group_ratio}) tokens")
+
+    def l_train_of(self, run: RunConfig) -> int:
+        return run.l_train or self.l_train
+
+    def eval_lengths(self, run: RunConfig) -> list[int]:
+        return [m * self.l_train_of(run) for m in self.eval_multiples]
+
+    def all_runs(self) -> list[RunConfig]:
+        grid = [RunConfig(name=grid_run_name(m, a, s), method=m, alpha=a, seed=s)
+                for s in self.seeds for m in self.methods for a in self.alphas]
+        return grid + list(self.runs)
 
     def run(self, name: str) -> RunConfig:
-        for run in self.runs:
+        for run in self.all_runs():
             if run.name == name:
                 return run
         raise ConfigError(f"finetune.runs: no run named {name!r}; "
-                          f"known: {', '.join(r.name for r in self.runs)}")
+                          f"known: {', '.join(r.name for r in self.all_runs())}")
+
+
+@dataclass
+class ExtensionConfig(StrictConfig):
+    """Sections 5.1-5.2 notebook: reads (or, standalone, trains) the profile's fine-tuning runs."""
+
+    _section: typing.ClassVar[str] = "extension"
+
+    profile: str = "smoke"
+    seed: int = 0
+    alpha: float = 0.1                   # the regularized runs compared with alpha = 0
+    train_missing: bool = True           # standalone: train runs the pipeline has not made
+
+    def validate(self) -> None:
+        if self.profile not in PROFILES:
+            self._fail("profile", f"must be one of {', '.join(PROFILES)}")
+        if not self.alpha > 0:
+            self._fail("alpha", "must be > 0 (it is compared with alpha = 0)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,7 +520,8 @@ class ReportConfig(StrictConfig):
 
     profile: str = "smoke"
     seed: int = 0
-    sections: list[str] = field(default_factory=lambda: ["01_synthetic_study"])
+    sections: list[str] = field(
+        default_factory=lambda: ["01_synthetic_study", "03_regularized_finetuning"])
 
     def validate(self) -> None:
         if self.profile not in PROFILES:
@@ -455,6 +541,7 @@ class SectionSpec(StrictConfig):
     config: str
     modules: list[str] = field(default_factory=list)
     needs: list[str] = field(default_factory=list)
+    uses_runs: bool = False              # reads the fine-tuning runs (they are its inputs)
     threads: int = 1
     mem_mb: int = 2000
     gpu: int = 0
@@ -471,6 +558,7 @@ SECTION_CONFIGS: dict[str, type[StrictConfig]] = {
     "synthetic": SyntheticConfig,
     "pretrain": PretrainConfig,
     "finetune": FinetuneConfig,
+    "extension": ExtensionConfig,
     "report": ReportConfig,
 }
 
@@ -487,6 +575,23 @@ class PipelineConfig:
     def section_config(self, section: str) -> StrictConfig:
         return self.settings[self.sections[section].config]
 
+    def base_run_id(self) -> str:
+        """The base model's run folder name: a digest of its configuration."""
+        cfg = self.settings["pretrain"].to_dict()
+        for key in ("profile", "threads", "gpu"):  # where it runs is not what it is
+            cfg.pop(key)
+        return f"base-{digest(cfg)}"
+
+    def finetune_run_config(self, name: str) -> dict[str, Any]:
+        """Everything that determines a fine-tuning run's result (its identity)."""
+        ft = self.settings["finetune"]
+        shared = {k: v for k, v in ft.to_dict().items()
+                  if k not in ("profile", "runs", "threads", "gpu")}
+        return {"base": self.base_run_id(), **shared, "run": ft.run(name).to_dict()}  # type: ignore[attr-defined]
+
+    def finetune_run_id(self, name: str) -> str:
+        return f"{name}-{digest(self.finetune_run_config(name))}"
+
     def notebook_parameters(self, section: str) -> dict[str, Any]:
         """The parameters papermill passes to the section's notebook.
 
@@ -496,6 +601,15 @@ class PipelineConfig:
         if "sections" in params:
             params["sections"] = list(self.sections[section].needs)
         return params
+
+
+def digest(obj: Any) -> str:
+    """A short stable digest of a JSON-able object (run identities)."""
+    import hashlib
+    import json
+
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def _merge(base: dict, override: dict) -> dict:

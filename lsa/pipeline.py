@@ -11,8 +11,51 @@ VERDICTS = {"agrees", "disagrees", "inconclusive", "not run"}
 RUN_INFO_KEYS = {"config", "seed", "git_commit", "packages", "device", "wall_time_s"}
 
 
+def check_runs(pipe: PipelineConfig) -> list[str]:
+    """Problems in the base model's and the fine-tuning runs' folders."""
+    import math
+
+    problems: list[str] = []
+    profile = pipe.profile
+    folders = {"base": pipe.base_run_id()}
+    folders.update({r.name: pipe.finetune_run_id(r.name)
+                    for r in pipe.settings["finetune"].all_runs()})  # type: ignore[attr-defined]
+    ft = pipe.settings["finetune"]
+    for name, run_id in folders.items():
+        folder = paths.results_dir(profile) / "runs" / run_id
+        try:
+            metrics = json.loads((folder / "metrics.json").read_text())
+            json.loads((folder / "train_summary.json").read_text())
+        except (OSError, ValueError) as exc:
+            problems.append(f"run {name}: unfinished or unreadable ({exc})")
+            continue
+        if name == "base":
+            ppl = metrics.get("validation_perplexity", {})
+        else:
+            ppl = metrics.get("perplexity", {})
+            wanted = {str(n) for n in ft.eval_lengths(ft.run(name))}  # type: ignore[attr-defined]
+            if set(ppl) != wanted:
+                problems.append(f"run {name}: perplexity at {sorted(ppl)}, expected "
+                                f"{sorted(wanted)}")
+            mis = metrics.get("misalignment", {}).get("mean")
+            if not isinstance(mis, (int, float)) or not math.isfinite(mis) or mis < 0:
+                problems.append(f"run {name}: misalignment metric {mis!r}")
+        for length, value in ppl.items():
+            if not (isinstance(value.get("ppl"), (int, float)) and math.isfinite(value["ppl"])
+                    and value["ppl"] > 1):
+                problems.append(f"run {name}: perplexity at {length} is {value.get('ppl')!r}")
+        if not (folder / "run_info.json").exists():
+            problems.append(f"run {name}: run_info.json missing")
+    return problems
+
+
 def check_outputs(pipe: PipelineConfig) -> list[str]:
     """Every problem found in the outputs of ``pipe.profile``; an empty list means all is well."""
+    return check_runs(pipe) + check_sections(pipe)
+
+
+def check_sections(pipe: PipelineConfig) -> list[str]:
+    """Problems in the section notebooks' outputs (metrics, provenance, figures, tables)."""
     import nbformat
 
     problems: list[str] = []

@@ -7,7 +7,7 @@ import pytest
 
 from lsa import paths
 from lsa.config import load_config
-from lsa.pipeline import check_outputs
+from lsa.pipeline import check_sections
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("*.ipynb"))
 
@@ -43,7 +43,7 @@ def test_notebooks_run_with_their_defaults(out_root):
         target = paths.executed_notebook("smoke", key)
         target.parent.mkdir(parents=True, exist_ok=True)
         (out_root / f"{key}.ipynb").rename(target)
-    problems = [p for p in check_outputs(pipe) if "config differs" not in p]
+    problems = [p for p in check_sections(pipe) if "config differs" not in p]
     assert problems == []
 
 

@@ -40,6 +40,13 @@ def test_smoke_metrics_content(smoke_run):
     # more outside the training range than inside it
     length = summary[("length", "nope", "identity")]
     assert length["out_of_range_mean"] > 100 * length["in_range_mean"]
+    pipe = load_config(profile="smoke")
+    for run in pipe.settings["finetune"].all_runs():
+        folder = paths.results_dir("smoke") / "runs" / pipe.finetune_run_id(run.name)
+        run_metrics = io.read_json(folder / "metrics.json")
+        assert run_metrics["alpha"] == run.alpha and run_metrics["method"] == "pi"
+        log = [line for line in (folder / "metrics.jsonl").read_text().splitlines() if line]
+        assert len(log) == pipe.settings["finetune"].optim.steps
     report = io.read_json(paths.metrics_file("smoke", "06_replication_report"))
     assert report["sections_found"] == ["01_synthetic_study"]
     assert sum(report["verdicts"].values()) == len(metrics["claims"])

@@ -21,3 +21,28 @@ def section_outputs(key):
         "notebook": rel(paths.executed_notebook(PROFILE, key)),
         "metrics": rel(paths.metrics_file(PROFILE, key)),
     }
+
+
+# lsa modules whose code determines a trained run's numbers (editing one retrains)
+RUN_MODULES = [
+    f"lsa/{m}"
+    for m in (
+        "runs.py", "train.py", "misalign.py", "models.py", "data/books.py", "data/tokens.py",
+        "extend/__init__.py", "evaluate/perplexity.py",
+    )
+]
+
+
+def run_output(run_id):
+    return rel(paths.results_dir(PROFILE) / "runs" / run_id / "train_summary.json")
+
+
+def rule_name(name):
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+BASE_OUTPUT = run_output(PIPE.base_run_id())
+FINETUNE_OUTPUTS = {
+    run.name: run_output(PIPE.finetune_run_id(run.name))
+    for run in PIPE.settings["finetune"].all_runs()
+}

@@ -11,6 +11,7 @@ for _key, _spec in PIPE.sections.items():
             notebook=f"notebooks/{_spec.notebook}",
             modules=[f"lsa/{module}" for module in _spec.modules],
             needs=[section_outputs(need)["metrics"] for need in _spec.needs],
+            runs=list(FINETUNE_OUTPUTS.values()) if _spec.uses_runs else [],
         output:
             **section_outputs(_key),
         params:

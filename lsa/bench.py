@@ -1,0 +1,189 @@
+"""``python -m lsa bench misalign``: the regularizer's cost, measured in one run.
+
+Four step variants on the same model, optimizer and shapes (``N`` sequences of
+``l_train + l_extra`` tokens, windows A and B of ``l_train``):
+
+- ``ce_a``: CE of window A only (one forward of N x l_train): the plain fine-tuning step;
+- ``ce_ab``: CE of both windows, no SCE (forward of 2N x l_train);
+- ``ce_ab+sce``: CE of both windows + alpha * SCE over the overlap (same forward as ``ce_ab``);
+- ``ce_a+sce``: CE of window A + alpha * SCE (the default regularized step; forward of 2N).
+
+*Equal tokens*: ``ce_ab+sce`` / ``ce_ab`` (the cost of the SCE term itself; targets: time
+<= 1.05x, peak memory <= 1.10x). *Equal sequences*: ``ce_a+sce`` / ``ce_a`` (the cost per
+training sequence, about 2x: two windows). Times are medians over repeats, variants interleaved
+so that drift hits them alike. Peak memory is the step's own high-water mark above the memory
+held before it: ``torch.cuda.max_memory_allocated`` on a GPU, the process's peak RSS
+(``VmHWM``, reset through ``/proc/self/clear_refs``) on a CPU.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from lsa import paths
+from lsa.io import device_info, package_versions, write_json
+from lsa.misalign import causal_ce, misalignment_loss
+
+VARIANTS = ("ce_a", "ce_ab", "ce_ab+sce", "ce_a+sce")
+
+
+@dataclass
+class Shape:
+    name: str
+    vocab_size: int
+    hidden_size: int
+    n_layers: int
+    n_heads: int
+    intermediate_size: int
+    l_train: int
+    l_extra: int
+    batch: int
+
+
+SHAPES = {
+    "mini": Shape("mini (scratch Llama, vocab 4096)", 4096, 256, 4, 4, 688, 256, 128, 8),
+    "llama32k": Shape("Llama-shaped, vocab 32000", 32000, 512, 4, 8, 1376, 512, 256, 2),
+}
+QUICK = {"tiny": Shape("tiny (test)", 512, 32, 2, 2, 64, 32, 16, 2)}
+
+
+def _rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+class PeakMemory:
+    """The extra memory a block of code reaches above what was held before it (bytes)."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.cpu = device.type == "cpu"
+        if self.cpu and not Path("/proc/self/clear_refs").exists():
+            raise RuntimeError("CPU peak memory needs Linux /proc (clear_refs, VmHWM)")
+
+    def __enter__(self):
+        gc.collect()
+        if self.cpu:
+            Path("/proc/self/clear_refs").write_text("5")  # reset the peak RSS to the current
+            self.before = _rss_kib("VmRSS") * 1024
+        else:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.before = torch.cuda.memory_allocated(self.device)
+        return self
+
+    def __exit__(self, *exc):
+        if self.cpu:
+            self.peak = _rss_kib("VmHWM") * 1024 - self.before
+        else:
+            torch.cuda.synchronize(self.device)
+            self.peak = torch.cuda.max_memory_allocated(self.device) - self.before
+        return False
+
+
+def make_step(model, opt, variant: str, tokens: torch.Tensor, shape: Shape, alpha: float,
+              chunk_size: int | None) -> Callable[[], None]:
+    l_train, l_extra = shape.l_train, shape.l_extra
+
+    def step() -> None:
+        if variant == "ce_a":
+            window = tokens[:, :l_train]
+            loss = causal_ce(model(input_ids=window).logits, window, chunk_size)
+        else:
+            out = misalignment_loss(
+                model, tokens, l_train, l_extra, alpha=alpha if variant.endswith("+sce") else 0.0,
+                ce_on="both" if variant.startswith("ce_ab") else "a", chunk_size=chunk_size,
+                measure_misalign=variant.endswith("+sce"))
+            loss = out.loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def bench_shape(shape: Shape, repeats: int, alpha: float = 0.1, chunk_size: int | None = 512,
+                device: str | None = None, seed: int = 0) -> dict[str, Any]:
+    from lsa.models import count_parameters, scratch_llama
+
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = scratch_llama(shape.vocab_size, shape.hidden_size, shape.n_layers, shape.n_heads,
+                          shape.intermediate_size, shape.l_train, seed=seed).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, shape.vocab_size, (shape.batch, shape.l_train + shape.l_extra),
+                           generator=gen).to(dev)
+    steps = {v: make_step(model, opt, v, tokens, shape, alpha, chunk_size) for v in VARIANTS}
+    peaks: dict[str, int] = {}
+    for variant, step in steps.items():  # warm-up (allocates optimizer state) + peak memory
+        step()
+        with PeakMemory(dev) as mem:
+            step()
+        peaks[variant] = mem.peak
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    for _ in range(repeats):
+        for variant, step in steps.items():
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            start = time.perf_counter()
+            step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            times[variant].append(time.perf_counter() - start)
+    median = {v: statistics.median(t) for v, t in times.items()}
+    return {
+        "shape": asdict(shape), "parameters": count_parameters(model), "device": str(dev),
+        "alpha": alpha, "chunk_size": chunk_size, "repeats": repeats,
+        "time_s": median, "peak_bytes": peaks,
+        "ratios": {
+            "equal_tokens_time": median["ce_ab+sce"] / median["ce_ab"],
+            "equal_tokens_memory": peaks["ce_ab+sce"] / peaks["ce_ab"],
+            "equal_sequences_time": median["ce_a+sce"] / median["ce_a"],
+            "equal_sequences_memory": peaks["ce_a+sce"] / peaks["ce_a"],
+        },
+    }
+
+
+TARGETS = {"equal_tokens_time": 1.05, "equal_tokens_memory": 1.10}
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = ["| shape | params | device | CE-only step | CE+SCE step | time x (equal tokens) | "
+             "memory x (equal tokens) | time x (equal sequences) | memory x (equal sequences) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        ratio, t = r["ratios"], r["time_s"]
+
+        def mark(key: str) -> str:
+            ok = "" if key not in TARGETS else (" ok" if ratio[key] <= TARGETS[key] else
+                                                f" (target {TARGETS[key]})")
+            return f"{ratio[key]:.3f}{ok}"
+
+        lines.append(
+            f"| {r['shape']['name']} | {r['parameters'] / 1e6:.1f}M | {r['device']} | "
+            f"{t['ce_ab'] * 1e3:.0f} ms | {t['ce_ab+sce'] * 1e3:.0f} ms | "
+            f"{mark('equal_tokens_time')} | {mark('equal_tokens_memory')} | "
+            f"{mark('equal_sequences_time')} | {mark('equal_sequences_memory')} |")
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    shapes = QUICK if args.quick else SHAPES
+    torch.manual_seed(0)
+    results = [bench_shape(shape, repeats=1 if args.quick else args.repeats)
+               for shape in shapes.values()]
+    out = Path(args.out) if args.out else paths.output_root() / "results" / "bench" / "misalign.json"
+    write_json(out, {"results": results, "device": device_info(), "packages": package_versions(),
+                     "torch_threads": torch.get_num_threads()})
+    print(table(results))
+    print(f"\nwritten to {out}")
+    return 0

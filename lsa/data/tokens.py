@@ -1,0 +1,119 @@
+"""Tokenizer for the scratch models and packed token streams.
+
+- ``train_tokenizer``: a byte-level BPE trained with ``tokenizers`` on the *training* books only,
+  wrapped as a transformers ``PreTrainedTokenizerFast`` and cached.
+- ``TokenStream``: one split as a flat array of token ids (books joined by EOS), cached as
+  ``.npy``; yields batches of exact lengths, deterministic from a seed and a step number, and the
+  non-overlapping chunks of the perplexity protocol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lsa.io import atomic_write_bytes, atomic_write_text
+
+EOS = "<|endoftext|>"
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def train_tokenizer(train_texts: list[str], vocab_size: int, cache_dir: Path):
+    """Byte-level BPE with ``vocab_size`` tokens (EOS included), cached by content and size."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    key = _digest(str(vocab_size), *train_texts)
+    path = cache_dir / f"bpe-{vocab_size}-{key}" / "tokenizer.json"
+    if not path.exists():
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                      show_progress=False)
+        tok.train_from_iterator(train_texts, trainer=trainer)
+        atomic_write_text(path, tok.to_str())
+    return PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token=EOS, bos_token=EOS,
+                                   pad_token=EOS)
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A short stable id of a tokenizer's vocabulary and merges."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(),
+                                                                      sort_keys=True)
+    return _digest(text)
+
+
+class TokenStream:
+    """A split as one flat sequence of token ids."""
+
+    def __init__(self, ids: np.ndarray, name: str = ""):
+        if ids.ndim != 1:
+            raise ValueError("a token stream is one-dimensional")
+        self.ids = ids
+        self.name = name
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    @classmethod
+    def build(cls, tokenizer, books: dict[str, str], cache_dir: Path, name: str) -> "TokenStream":
+        """Encode ``books`` (joined by EOS, in name order) once and cache the ids."""
+        key = _digest(tokenizer_fingerprint(tokenizer), *[f"{k}\n{books[k]}" for k in
+                                                          sorted(books)])
+        path = cache_dir / f"{name}-{key}.npy"
+        if path.exists():
+            return cls(np.load(path), name)
+        eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
+        pieces = []
+        for book in sorted(books):
+            pieces.append(np.asarray(tokenizer(books[book])["input_ids"], dtype=np.int64))
+            pieces.append(np.asarray([eos], dtype=np.int64))
+        ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+        dtype = np.uint16 if len(tokenizer) <= np.iinfo(np.uint16).max else np.int32
+        ids = ids.astype(dtype)
+        import io as _io
+
+        buf = _io.BytesIO()
+        np.save(buf, ids)
+        atomic_write_bytes(path, buf.getvalue())
+        return cls(ids, name)
+
+    def sample(self, n: int, length: int, generator: torch.Generator) -> torch.Tensor:
+        """``n`` windows of exactly ``length`` tokens at uniformly random offsets."""
+        if length > len(self):
+            raise ValueError(f"the {self.name or 'token'} stream has {len(self)} tokens, fewer "
+                             f"than one window of {length}")
+        starts = torch.randint(0, len(self) - length + 1, (n,), generator=generator)
+        idx = starts[:, None] + torch.arange(length)[None, :]
+        return torch.from_numpy(self.ids[idx.numpy()].astype(np.int64))
+
+    def batch_for_step(self, seed: int, step: int, n: int, length: int) -> torch.Tensor:
+        """The batch of a training step: a function of (seed, step) only, so runs that share a
+        seed see the same data in the same order, and a resumed run continues exactly."""
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        return self.sample(n, length, gen)
+
+    def chunks(self, length: int, max_chunks: int | None = None) -> torch.Tensor:
+        """Non-overlapping chunks of exactly ``length`` tokens from the start (the remainder is
+        dropped): the CLEX perplexity protocol. Shape ``(n_chunks, length)``."""
+        n = len(self) // length
+        if max_chunks is not None:
+            n = min(n, max_chunks)
+        if n == 0:
+            raise ValueError(f"the {self.name or 'token'} stream has {len(self)} tokens, fewer "
+                             f"than one chunk of {length}")
+        return torch.from_numpy(self.ids[: n * length].astype(np.int64)).view(n, length)

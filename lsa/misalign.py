@@ -1,0 +1,282 @@
+"""The long-short misalignment: the paper's core (Sections 4.1-4.2).
+
+For a text ``x`` and two suffix lengths, the misalignment is the symmetric cross-entropy between
+the next-token distributions the model gives after the long and after the short context. The
+efficient training form takes one sequence of ``l_train + l_extra`` tokens and runs
+
+- window A = ``x[0 : l_train]``             (absolute positions ``[0, l_train)``)
+- window B = ``x[l_extra : l_extra + l_train]`` (absolute positions ``[l_extra, l_extra + l_train)``)
+
+as one batch of two. At an overlap position ``p`` in ``[l_extra, l_train)`` window A's logits at
+index ``p`` and window B's at index ``p - l_extra`` both predict ``x[p + 1]``, from contexts whose
+lengths differ by ``l_extra``. The overlap is empty when ``l_extra >= l_train``: the SCE term is
+then exactly 0 (with a zero gradient) and ``n_overlap`` is 0.
+
+Divergences (``divergence=``):
+
+- ``"sce"``: ``SCE(p, q) = -sum p log q - sum q log p = H(p) + H(q) + KL(p||q) + KL(q||p)``. It
+  equals ``2 H(p)``, not 0, when ``p = q``: as a loss it also lowers both entropies.
+- ``"jeffreys"``: ``KL(p||q) + KL(q||p)``, zero when ``p = q``: the pure alignment part.
+
+Options the paper leaves open, with our defaults: the two terms are summed (``reduce_terms=
+"sum"``; ``"mean"`` halves them); no side is detached (``detach="none"``, or ``"long"`` /
+``"short"``); SCE is averaged over all overlap positions (``positions="all"``, or ``"last"``);
+the CE is window A's (``ce_on="a"``, or ``"both"``).
+
+Memory: the divergence is computed in chunks of positions, each in fp32 and recomputed in the
+backward pass (activation checkpointing), so no more than a chunk x vocabulary of fp32 lives at
+once beyond the model's own logits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+Divergence = Literal["sce", "jeffreys"]
+
+#: positions per chunk of the divergence; with a 32000 vocabulary one fp32 chunk is 64 MB
+DEFAULT_CHUNK = 512
+
+L_EXTRA_SETTINGS = {
+    1: "U{1..l/2} (default)",
+    2: "U{1..l/4}",
+    3: "U{l/4..l/2}",
+    4: "U{1..l}",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# the divergence
+
+
+def _divergence_chunk(logits_a: torch.Tensor, logits_b: torch.Tensor, divergence: str,
+                      detach_a: bool, detach_b: bool) -> torch.Tensor:
+    logp = F.log_softmax(logits_a.float(), dim=-1)
+    logq = F.log_softmax(logits_b.float(), dim=-1)
+    p, q = logp.exp(), logq.exp()
+    lp, lq = (logp.detach() if detach_a else logp), (logq.detach() if detach_b else logq)
+    pp, qq = (p.detach() if detach_a else p), (q.detach() if detach_b else q)
+    # -sum p log q - sum q log p, written so that a detached side gets no gradient
+    ce_pq = -(pp * lq).sum(-1)
+    ce_qp = -(qq * lp).sum(-1)
+    if divergence == "sce":
+        return torch.stack([ce_pq, ce_qp])
+    if divergence == "jeffreys":  # KL(p||q) + KL(q||p) = sum (p - q)(log p - log q)
+        return torch.stack([(pp * (lp - lq)).sum(-1), (qq * (lq - lp)).sum(-1)])
+    raise ValueError(f"divergence = {divergence!r}: must be 'sce' or 'jeffreys'")
+
+
+def symmetric_cross_entropy(logits_a: torch.Tensor, logits_b: torch.Tensor, *,
+                            divergence: Divergence = "sce",
+                            reduce_terms: Literal["sum", "mean"] = "sum",
+                            detach: Literal["none", "long", "short"] = "none",
+                            chunk_size: int | None = DEFAULT_CHUNK) -> torch.Tensor:
+    """Per-position divergence between two ``(..., V)`` logit tensors; returns ``(...)`` in fp32.
+
+    ``logits_a`` is the long-context side (``detach="long"`` stops its gradient), ``logits_b``
+    the short one. Computed from log-softmax in fp32, so bf16/fp16 logits and extreme values
+    (``+-1e4``) stay finite.
+    """
+    if logits_a.shape != logits_b.shape:
+        raise ValueError(f"logits shapes differ: {tuple(logits_a.shape)} vs "
+                         f"{tuple(logits_b.shape)}")
+    if detach not in ("none", "long", "short"):
+        raise ValueError(f"detach = {detach!r}: must be 'none', 'long' or 'short'")
+    if reduce_terms not in ("sum", "mean"):
+        raise ValueError(f"reduce_terms = {reduce_terms!r}: must be 'sum' or 'mean'")
+    lead, vocab = logits_a.shape[:-1], logits_a.shape[-1]
+    a, b = logits_a.reshape(-1, vocab), logits_b.reshape(-1, vocab)
+    n = a.shape[0]
+    step = n if not chunk_size or chunk_size >= n else chunk_size
+    args = (divergence, detach == "long", detach == "short")
+    parts = []
+    for start in range(0, n, step):
+        ca, cb = a[start:start + step], b[start:start + step]
+        if torch.is_grad_enabled() and (ca.requires_grad or cb.requires_grad) and step < n:
+            parts.append(checkpoint(_divergence_chunk, ca, cb, *args, use_reentrant=False))
+        else:
+            parts.append(_divergence_chunk(ca, cb, *args))
+    terms = torch.cat(parts, dim=1) if parts else a.new_zeros(2, 0, dtype=torch.float32)
+    out = terms.sum(0) if reduce_terms == "sum" else terms.mean(0)
+    return out.reshape(lead)
+
+
+# ---------------------------------------------------------------------------------------------
+# windows
+
+
+def sample_l_extra(l_train: int, setting: int = 1,
+                   generator: torch.Generator | None = None) -> int:
+    """Draw ``l_extra`` for one step: setting 1 = U{1..l/2} (default), 2 = U{1..l/4},
+    3 = U{l/4..l/2}, 4 = U{1..l} (bounds inclusive, ``l/k`` rounded down, at least 1)."""
+    if l_train < 2:
+        raise ValueError(f"l_train = {l_train}: must be >= 2")
+    bounds = {1: (1, l_train // 2), 2: (1, l_train // 4), 3: (l_train // 4, l_train // 2),
+              4: (1, l_train)}
+    if setting not in bounds:
+        raise ValueError(f"l_extra setting = {setting!r}: must be one of 1, 2, 3, 4 "
+                         f"({'; '.join(f'{k}: {v}' for k, v in L_EXTRA_SETTINGS.items())})")
+    low, high = bounds[setting]
+    low, high = max(1, low), max(1, high)
+    return int(torch.randint(low, high + 1, (1,), generator=generator).item())
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Windows A and B of one ``(..., l_train + l_extra)`` token tensor, and their overlap."""
+
+    a: torch.Tensor  # (..., l_train), absolute positions [0, l_train)
+    b: torch.Tensor  # (..., l_train), absolute positions [l_extra, l_extra + l_train)
+    l_train: int
+    l_extra: int
+
+    @property
+    def n_overlap(self) -> int:
+        return max(0, self.l_train - self.l_extra)
+
+    @property
+    def overlap_a(self) -> slice:
+        """Indices into window A's logits: absolute positions ``[l_extra, l_train)``."""
+        return slice(min(self.l_extra, self.l_train), self.l_train)
+
+    @property
+    def overlap_b(self) -> slice:
+        """Indices into window B's logits for the same absolute positions."""
+        return slice(0, self.n_overlap)
+
+
+def overlap_windows(tokens: torch.Tensor, l_train: int, l_extra: int) -> Windows:
+    """Cut windows A and B from ``tokens`` of length ``l_train + l_extra`` (last dimension)."""
+    if l_extra < 1:
+        raise ValueError(f"l_extra = {l_extra}: must be >= 1")
+    if tokens.shape[-1] != l_train + l_extra:
+        raise ValueError(f"tokens have length {tokens.shape[-1]}, expected l_train + l_extra = "
+                         f"{l_train} + {l_extra} = {l_train + l_extra}")
+    return Windows(tokens[..., :l_train], tokens[..., l_extra:l_extra + l_train], l_train,
+                   l_extra)
+
+
+# ---------------------------------------------------------------------------------------------
+# the regularized objective
+
+
+@dataclass
+class MisalignOutput:
+    """Parts of the regularized objective for one batch."""
+
+    loss: torch.Tensor        # ce + alpha * misalign
+    ce: torch.Tensor          # the CE term used in the loss (window A, or both windows)
+    ce_a: torch.Tensor        # token-mean CE of window A
+    ce_b: torch.Tensor        # token-mean CE of window B
+    misalign: torch.Tensor    # divergence averaged over the overlap (0 when it is empty)
+    n_overlap: int
+    l_extra: int
+
+
+def causal_ce(logits: torch.Tensor, tokens: torch.Tensor, chunk_size: int | None = None
+              ) -> torch.Tensor:
+    """Token-mean next-token CE of ``(B, T, V)`` logits on ``(B, T)`` tokens (T - 1 targets per
+    row), as ``model(tokens, labels=tokens).loss`` computes it; fp32, chunked over positions."""
+    vocab = logits.shape[-1]
+    flat = logits[:, :-1].reshape(-1, vocab)
+    target = tokens[:, 1:].reshape(-1)
+    n = flat.shape[0]
+    step = n if not chunk_size or chunk_size >= n else chunk_size
+    total = flat.new_zeros((), dtype=torch.float32)
+    for start in range(0, n, step):
+        total = total + F.cross_entropy(flat[start:start + step].float(),
+                                        target[start:start + step], reduction="sum")
+    return total / n
+
+
+def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *,
+                      alpha: float = 0.1, divergence: Divergence = "sce",
+                      reduce_terms: Literal["sum", "mean"] = "sum",
+                      detach: Literal["none", "long", "short"] = "none",
+                      positions: Literal["all", "last"] = "all",
+                      ce_on: Literal["a", "both"] = "a",
+                      chunk_size: int | None = DEFAULT_CHUNK,
+                      measure_misalign: bool = True) -> MisalignOutput:
+    """``CE + alpha * L_misalign`` for ``tokens`` of shape ``(N, l_train + l_extra)``, from ONE
+    forward pass of the batch ``[A; B]`` (shape ``(2N, l_train)``).
+
+    Both windows start at position id 0 (each is its own sequence, as at inference). With
+    ``alpha = 0`` the divergence is still measured (without gradient) for the training curves,
+    unless ``measure_misalign=False`` (then it is NaN).
+    """
+    if alpha < 0:
+        raise ValueError(f"alpha = {alpha}: must be >= 0")
+    if positions not in ("all", "last"):
+        raise ValueError(f"positions = {positions!r}: must be 'all' or 'last'")
+    if ce_on not in ("a", "both"):
+        raise ValueError(f"ce_on = {ce_on!r}: must be 'a' or 'both'")
+    w = overlap_windows(tokens, l_train, l_extra)
+    n = tokens.shape[0]
+    logits = model(input_ids=torch.cat([w.a, w.b], dim=0)).logits
+    logits_a, logits_b = logits[:n], logits[n:]
+    ce_a = causal_ce(logits_a, w.a, chunk_size)
+    ce_b = causal_ce(logits_b, w.b, chunk_size)
+    ce = ce_a if ce_on == "a" else (ce_a + ce_b) / 2
+    if w.n_overlap == 0:
+        misalign = logits.new_zeros((), dtype=torch.float32) + 0.0 * logits.sum()
+    elif not alpha and not measure_misalign:
+        misalign = torch.tensor(float("nan"))
+    else:
+        la, lb = logits_a[:, w.overlap_a], logits_b[:, w.overlap_b]
+        if positions == "last":
+            la, lb = la[:, -1:], lb[:, -1:]
+        with torch.set_grad_enabled(torch.is_grad_enabled() and alpha > 0):
+            misalign = symmetric_cross_entropy(la, lb, divergence=divergence,
+                                               reduce_terms=reduce_terms, detach=detach,
+                                               chunk_size=chunk_size).mean()
+    loss = ce + alpha * misalign if alpha else ce
+    return MisalignOutput(loss, ce, ce_a.detach(), ce_b.detach(), misalign, w.n_overlap, l_extra)
+
+
+# ---------------------------------------------------------------------------------------------
+# the metric (Table 1)
+
+
+@dataclass
+class MetricResult:
+    mean: float
+    stderr: float
+    n: int
+    values: list[float]
+
+
+@torch.no_grad()
+def misalignment_metric(model, stream, l_train: int, n_samples: int = 64, *,
+                        setting: int = 1, divergence: Divergence = "sce", seed: int = 0,
+                        batch_size: int = 8, chunk_size: int | None = DEFAULT_CHUNK,
+                        device: str | torch.device | None = None) -> MetricResult:
+    """``E_{x, l_extra}`` of the divergence over the overlap of windows A and B (no gradient):
+    the long-short misalignment of a trained model. ``stream`` is a ``TokenStream`` (anything
+    with ``sample(n, length, generator)``). Returns the mean over samples and its standard error.
+    """
+    model_was_training = model.training
+    model.eval()
+    device = device or next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    values: list[float] = []
+    while len(values) < n_samples:
+        l_extra = sample_l_extra(l_train, setting, gen)
+        if l_extra >= l_train:
+            continue  # no overlap: nothing to compare (setting 4 at l_extra = l)
+        count = min(batch_size, n_samples - len(values))
+        tokens = stream.sample(count, l_train + l_extra, gen).to(device)
+        w = overlap_windows(tokens, l_train, l_extra)
+        logits = model(input_ids=torch.cat([w.a, w.b], dim=0)).logits
+        div = symmetric_cross_entropy(logits[:count, w.overlap_a], logits[count:, w.overlap_b],
+                                      divergence=divergence, chunk_size=chunk_size)
+        values.extend(div.mean(dim=-1).tolist())
+    model.train(model_was_training)
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)
+    return MetricResult(mean, math.sqrt(var / len(values)), len(values), values)

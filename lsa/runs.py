@@ -1,0 +1,236 @@
+"""Runs as pipeline jobs: the base model and the context-extension runs.
+
+A run is identified by its configuration (``lsa.config.run_id``); its folder
+``results/<profile>/runs/<run_id>/`` holds ``config.json``, ``metrics.jsonl``, ``model/``,
+``metrics.json`` (evaluations), ``run_info.json`` and, written last, ``train_summary.json``.
+A folder with ``train_summary.json`` is finished and reused; anything else is (re)started.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lsa import paths
+from lsa.config import FinetuneConfig, PipelineConfig, PretrainConfig, RunConfig
+from lsa.io import read_json, save_metrics, seed_everything
+
+
+@dataclass
+class Corpus:
+    tokenizer: Any
+    streams: dict[str, Any]   # split -> TokenStream
+    source: str
+
+
+def prepare_corpus(cfg: PretrainConfig, tokenizer=None) -> Corpus:
+    """Books -> tokenizer (trained on the training books, unless given) -> token streams."""
+    from lsa.data.books import load_books, load_hub_books
+    from lsa.data.tokens import TokenStream, train_tokenizer
+
+    data = cfg.data
+    if data.books_source == "hub":
+        texts = load_hub_books(data.hub_dataset, dict(zip(("train", "validation", "test"),
+                                                          data.hub_books)))
+        source = f"hub:{data.hub_dataset}"
+    else:
+        texts, source = load_books(data.books_dir)
+    if tokenizer is None:
+        tokenizer = train_tokenizer([texts["train"][k] for k in sorted(texts["train"])],
+                                    data.vocab_size, paths.CACHE / "tokenizers")
+    streams = {split: TokenStream.build(tokenizer, books, paths.CACHE / "tokens", split)
+               for split, books in texts.items()}
+    return Corpus(tokenizer, streams, source)
+
+
+def run_dir(profile: str, run_id: str) -> Path:
+    return paths.results_dir(profile) / "runs" / run_id
+
+
+def is_finished(folder: Path) -> bool:
+    return (folder / "train_summary.json").exists()
+
+
+def _base_model(cfg: PretrainConfig, corpus: Corpus):
+    from lsa.models import load_pretrained, load_smollm2, scratch_llama
+
+    m = cfg.model
+    if m.source == "scratch":
+        eos = corpus.tokenizer.convert_tokens_to_ids(corpus.tokenizer.eos_token)
+        return scratch_llama(len(corpus.tokenizer), m.hidden_size, m.n_layers, m.n_heads,
+                             m.intermediate_size, m.base_window, m.rope_theta, eos,
+                             m.n_kv_heads, seed=cfg.seed)
+    dtype = getattr(torch, m.dtype)
+    if m.source == "smollm2":
+        return load_smollm2(dtype)[0]
+    return load_pretrained(m.name_or_path, dtype=dtype, load_in_4bit=m.load_in_4bit)[0]
+
+
+def _base_tokenizer(cfg: PretrainConfig):
+    """The tokenizer of a downloaded base model (None for scratch: trained on the books)."""
+    from lsa.models import load_smollm2
+
+    if cfg.model.source == "scratch":
+        return None
+    from transformers import AutoTokenizer
+
+    if cfg.model.source == "smollm2":
+        return load_smollm2()[1]
+    return AutoTokenizer.from_pretrained(cfg.model.name_or_path)
+
+
+def pretrain(pipe: PipelineConfig, progress: bool = True) -> Path:
+    """The base model of the profile: a scratch Llama pretrained at ``base_window`` on the
+    training books (a downloaded base model is only evaluated). Reused when finished."""
+    from lsa.evaluate.perplexity import perplexity
+    from lsa.train import Objective, finish, train
+
+    cfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
+    folder = run_dir(cfg.profile, pipe.base_run_id())
+    if is_finished(folder):
+        return folder
+    started = time.time()
+    seed_everything(cfg.seed)
+    corpus = prepare_corpus(cfg, _base_tokenizer(cfg))
+    model = _base_model(cfg, corpus)
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus.tokenizer.save_pretrained(folder / "tokenizer")
+    if cfg.model.source == "scratch":
+        summary = train(model, corpus.streams["train"], folder, cfg.optim,
+                        Objective(l_train=cfg.model.base_window), cfg.seed,
+                        run_config=cfg.to_dict(), progress=progress)
+    else:  # a downloaded model is used where it lies (see base_model_path)
+        summary = {"steps": 0, "note": f"base model from source {cfg.model.source}"}
+    ppl = perplexity(model, corpus.streams["validation"],
+                     [cfg.model.base_window, 2 * cfg.model.base_window], cfg.eval_max_chunks)
+    from lsa.models import count_parameters
+
+    metrics = {"run": "base", "data_source": corpus.source,
+               "parameters": count_parameters(model), "vocab_size": len(corpus.tokenizer),
+               "tokens": {k: len(v) for k, v in corpus.streams.items()},
+               "validation_perplexity": ppl, "train": summary}
+    save_metrics(folder, metrics, cfg, started=started)
+    finish(folder, summary)
+    return folder
+
+
+def base_model_path(pipe: PipelineConfig) -> str:
+    """Where the base model's weights are: the pretraining run's ``model/`` for scratch, the
+    converted SmolLM2 cache, or the configured hub id / folder."""
+    from lsa.models import SMOLLM2_CACHE
+
+    cfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
+    if cfg.model.source == "scratch":
+        return str(run_dir(cfg.profile, pipe.base_run_id()) / "model")
+    if cfg.model.source == "smollm2":
+        return str(SMOLLM2_CACHE)
+    return str(cfg.model.name_or_path)
+
+
+def load_corpus_for(base_folder: Path, cfg: PretrainConfig) -> Corpus:
+    """The corpus tokenized with the base model's own tokenizer (saved in its folder)."""
+    from transformers import AutoTokenizer
+
+    return prepare_corpus(cfg, AutoTokenizer.from_pretrained(base_folder / "tokenizer"))
+
+
+def build_for_run(pipe: PipelineConfig, name: str):
+    """The base model prepared for one run: the method's RoPE and attention, CLEX module, LoRA
+    adapters (NF4 base weights when configured and a GPU is present). Returns (model, spec)."""
+    from lsa.extend import head_dim_of, load_for_method, method_spec
+    from lsa.extend.clex import install_clex
+    from lsa.train import LoraSettings, apply_lora
+    from transformers import AutoConfig
+
+    pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
+    fcfg: FinetuneConfig = pipe.settings["finetune"]  # type: ignore[assignment]
+    run = fcfg.run(name)
+    path = base_model_path(pipe)
+    base_config = AutoConfig.from_pretrained(path)
+    theta = (base_config.rope_parameters or {}).get("rope_theta", 10000.0)
+    l0, l_train = pcfg.model.base_window, fcfg.l_train_of(run)
+    spec = method_spec(run.method, l0, l_train, theta, head_dim_of(base_config),
+                       abf_theta=fcfg.abf_theta, eabf_skip_layers=fcfg.eabf_skip_layers,
+                       s2_group_ratio=fcfg.s2_group_ratio,
+                       use_4bit=fcfg.use_4bit and torch.cuda.is_available())
+    kwargs: dict[str, Any] = {"dtype": getattr(torch, pcfg.model.dtype)}
+    if spec.quantize_4bit:
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16)
+        kwargs["device_map"] = {"": torch.cuda.current_device()}
+    model = load_for_method(path, run.method, l0, l_train, spec=spec, **kwargs)
+    if spec.clex:
+        install_clex(model, l0, l_train, hidden=fcfg.clex_hidden)
+    if spec.lora:
+        model = apply_lora(model, LoraSettings(r=fcfg.lora_r, alpha=fcfg.lora_alpha,
+                                               dropout=fcfg.lora_dropout),
+                           quantized=spec.quantize_4bit,
+                           gradient_checkpointing=fcfg.optim.gradient_checkpointing)
+    return model, spec
+
+
+def finetune(pipe: PipelineConfig, name: str, progress: bool = True) -> Path:
+    """One context-extension run of ``finetune.runs``: base model + method at its ``l_train``,
+    trained with CE + alpha * SCE, then perplexity at every evaluation length and the
+    misalignment metric on the test books. Reused when finished."""
+    from dataclasses import replace
+
+    from lsa.evaluate.perplexity import perplexity
+    from lsa.misalign import misalignment_metric
+    from lsa.models import count_parameters
+    from lsa.train import Objective, finish, train
+
+    pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
+    fcfg: FinetuneConfig = pipe.settings["finetune"]  # type: ignore[assignment]
+    run: RunConfig = fcfg.run(name)
+    folder = run_dir(fcfg.profile, pipe.finetune_run_id(name))
+    if is_finished(folder):
+        return folder
+    base = run_dir(pcfg.profile, pipe.base_run_id())
+    if not is_finished(base):
+        raise FileNotFoundError(f"the base model {base} is not finished: run "
+                                f"`python -m lsa pretrain --profile {pcfg.profile}` first")
+    started = time.time()
+    seed_everything(run.seed)
+    corpus = load_corpus_for(base, pcfg)
+    model, spec = build_for_run(pipe, name)
+    l_train = fcfg.l_train_of(run)
+    objective = Objective(l_train=l_train, alpha=run.alpha,
+                          l_extra_setting=run.l_extra_setting, ce_on=run.ce_on,
+                          divergence=run.divergence, reduce_terms=fcfg.reduce_terms,
+                          detach=fcfg.detach, positions=fcfg.positions,
+                          chunk_size=fcfg.chunk_size)
+    optim = replace(fcfg.optim, lr=run.lr or (fcfg.lora_lr if spec.lora else fcfg.optim.lr),
+                    steps=run.steps or fcfg.optim.steps)
+    config = pipe.finetune_run_config(name)
+    summary = train(model, corpus.streams["train"], folder, optim, objective, run.seed,
+                    run_config=config, progress=progress)
+    test = corpus.streams["test"]
+    ppl = perplexity(model, test, fcfg.eval_lengths(run), fcfg.eval_max_chunks)
+    metric = misalignment_metric(model, test, l_train, fcfg.metric_samples, seed=run.seed)
+    metrics = {"run": name, "method": run.method, "alpha": run.alpha, "seed": run.seed,
+               "l_train": l_train, "base_window": pcfg.model.base_window,
+               "lr": optim.lr, "steps": optim.steps,
+               "trainable_parameters": count_parameters(model, trainable_only=True),
+               "data_source": corpus.source, "perplexity": ppl,
+               "misalignment": {"mean": metric.mean, "stderr": metric.stderr, "n": metric.n},
+               "train": summary}
+    save_metrics(folder, metrics, config, started=started)
+    finish(folder, summary)
+    return folder
+
+
+def load_run(folder: Path) -> dict[str, Any]:
+    """A finished run's metrics, config and training log."""
+    from lsa.train import read_log
+
+    return {"metrics": read_json(folder / "metrics.json"),
+            "config": read_json(folder / "config.json") if (folder / "config.json").exists()
+            else None, "log": read_log(folder) if (folder / "metrics.jsonl").exists() else []}

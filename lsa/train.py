@@ -1,0 +1,219 @@
+"""One training loop for every run: pretraining, context extension, ablations, BABILong tuning.
+
+The loss of a step is ``CE + alpha * L_misalign`` (``lsa.misalign``); with ``alpha = 0`` and
+``ce_on = "a"`` only window A is run (the plain CE baseline, one forward of l_train tokens).
+Every step draws ``l_extra`` and the batch from ``(seed, step)`` alone, so a CE run and a
+regularized run with the same seed see the same text in the same order (the CE run sees window
+A of each sequence), and a resumed run continues exactly where it stopped.
+
+Multi-device and mixed precision come from accelerate (``accelerate launch python -m lsa ...``
+works); LoRA/QLoRA from peft; NF4 from bitsandbytes (see ``lsa.models``).
+
+A run folder holds ``config.json``, ``metrics.jsonl`` (one line per optimizer step),
+``checkpoint/`` (when ``save_every`` > 0), ``model/`` and, written last, ``train_summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from lsa.config import OptimConfig
+from lsa.io import write_json
+from lsa.misalign import causal_ce, misalignment_loss, sample_l_extra
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or infinite; the run stops instead of writing garbage."""
+
+
+@dataclass
+class Objective:
+    """What a step optimises (the misalignment options of ``lsa.misalign``)."""
+
+    l_train: int
+    alpha: float = 0.0
+    l_extra_setting: int = 1
+    ce_on: str = "a"
+    divergence: str = "sce"
+    reduce_terms: str = "sum"
+    detach: str = "none"
+    positions: str = "all"
+    chunk_size: int | None = 512
+
+    @property
+    def needs_windows(self) -> bool:
+        return self.alpha > 0 or self.ce_on == "both"
+
+
+@dataclass
+class LoraSettings:
+    r: int = 64
+    alpha: int = 16
+    dropout: float = 0.05
+    target_modules: str | list[str] = "all-linear"  # every linear layer but lm_head
+    extra_trainable: list[str] = field(default_factory=list)  # e.g. CLEX's ODE, norms
+
+
+def lr_lambda(optim: OptimConfig):
+    def fn(step: int) -> float:
+        if step < optim.warmup_steps:
+            return (step + 1) / (optim.warmup_steps + 1)
+        if optim.schedule == "constant":
+            return 1.0
+        progress = (step - optim.warmup_steps) / max(1, optim.steps - optim.warmup_steps)
+        if optim.schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return fn
+
+
+def step_batch(stream, seed: int, step: int, micro: int, batch_size: int, objective: Objective,
+               process_index: int = 0, num_processes: int = 1) -> tuple[torch.Tensor, int]:
+    """``(tokens, l_extra)`` of one micro-batch: a function of its coordinates only."""
+    index = (step * 1_000 + micro) * num_processes + process_index
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + index)
+    l_extra = sample_l_extra(objective.l_train, objective.l_extra_setting, gen)
+    tokens = stream.sample(batch_size, objective.l_train + l_extra, gen)
+    return tokens, l_extra
+
+
+def compute_loss(model, tokens: torch.Tensor, l_extra: int, objective: Objective
+                 ) -> dict[str, Any]:
+    """The step's loss and its parts (floats for logging, the loss as a tensor)."""
+    if not objective.needs_windows:
+        window = tokens[:, : objective.l_train]
+        logits = model(input_ids=window).logits
+        ce = causal_ce(logits, window, objective.chunk_size)
+        return {"loss": ce, "ce": ce.item(), "ce_a": ce.item(), "l_extra": l_extra}
+    out = misalignment_loss(
+        model, tokens, objective.l_train, l_extra, alpha=objective.alpha,
+        divergence=objective.divergence, reduce_terms=objective.reduce_terms,
+        detach=objective.detach, positions=objective.positions, ce_on=objective.ce_on,
+        chunk_size=objective.chunk_size)
+    return {"loss": out.loss, "ce": out.ce.item(), "ce_a": out.ce_a.item(),
+            "ce_b": out.ce_b.item(), "misalign": out.misalign.item(),
+            "n_overlap": out.n_overlap, "l_extra": l_extra}
+
+
+def apply_lora(model, lora: LoraSettings, quantized: bool = False,
+               gradient_checkpointing: bool = False):
+    """Wrap ``model`` with peft LoRA (QLoRA when the model is 4-bit)."""
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    if quantized:
+        model = prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False})
+    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                        target_modules=lora.target_modules, task_type="CAUSAL_LM",
+                        modules_to_save=lora.extra_trainable or None)
+    return get_peft_model(model, config)
+
+
+def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Objective,
+          seed: int, *, run_config: dict[str, Any] | None = None, progress: bool = True,
+          accelerator=None) -> dict[str, Any]:
+    """Train ``model`` in place on ``stream``; returns the summary (also written to the folder).
+
+    A folder with ``train_summary.json`` is a finished run: it is not retrained (load its
+    ``model/`` instead). A folder with ``checkpoint/`` resumes from it.
+    """
+    from accelerate import Accelerator
+
+    out_dir = Path(out_dir)
+    summary_file = out_dir / "train_summary.json"
+    if summary_file.exists():
+        raise FileExistsError(f"{out_dir} holds a finished run; load it instead of retraining")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if run_config is not None:
+        write_json(out_dir / "config.json", run_config)
+    acc = accelerator or Accelerator(
+        mixed_precision="bf16" if optim.bf16 and torch.cuda.is_available() else "no",
+        cpu=not torch.cuda.is_available())
+    if optim.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=optim.lr, weight_decay=optim.weight_decay,
+                            betas=(0.9, 0.95))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(optim))
+    model, opt, sched = acc.prepare(model, opt, sched)
+    ckpt = out_dir / "checkpoint"
+    start = 0
+    if (ckpt / "step.json").exists():
+        acc.load_state(str(ckpt))
+        start = json.loads((ckpt / "step.json").read_text())["step"]
+    log_path = out_dir / "metrics.jsonl"
+    if start == 0 and log_path.exists():
+        log_path.unlink()
+    model.train()
+    tokens_seen, t0 = 0, time.time()
+    bar = tqdm(range(start, optim.steps), desc=out_dir.name, disable=not progress,
+               initial=start, total=optim.steps)
+    for step in bar:
+        parts_sum: dict[str, float] = {}
+        for micro in range(optim.grad_accum):
+            tokens, l_extra = step_batch(stream, seed, step, micro, optim.batch_size, objective,
+                                         acc.process_index, acc.num_processes)
+            tokens = tokens.to(acc.device)
+            with acc.autocast():
+                parts = compute_loss(model, tokens, l_extra, objective)
+            loss = parts.pop("loss")
+            if not torch.isfinite(loss):
+                raise NonFiniteLossError(
+                    f"non-finite loss at step {step} in {out_dir}: "
+                    + ", ".join(f"{k}={v}" for k, v in parts.items())
+                    + ". Lower the learning rate or alpha; the last checkpoint (if any) is kept.")
+            acc.backward(loss / optim.grad_accum)
+            for key, value in parts.items():
+                parts_sum[key] = parts_sum.get(key, 0.0) + float(value) / optim.grad_accum
+            tokens_seen += tokens.numel()
+        grad_norm = acc.clip_grad_norm_(params, optim.clip)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        record = {"step": step + 1, "lr": sched.get_last_lr()[0],
+                  "grad_norm": float(grad_norm), **parts_sum,
+                  "elapsed_s": round(time.time() - t0, 3)}
+        if acc.is_main_process:
+            with open(log_path, "a") as fh:
+                fh.write(json.dumps(record) + "\n")
+        bar.set_postfix(ce=f"{parts_sum['ce']:.3f}",
+                        **({"sce": f"{parts_sum['misalign']:.3f}"} if "misalign" in parts_sum
+                           else {}))
+        if optim.save_every and (step + 1) % optim.save_every == 0 and step + 1 < optim.steps:
+            acc.save_state(str(ckpt))
+            if acc.is_main_process:
+                write_json(ckpt / "step.json", {"step": step + 1})
+    bar.close()
+    model = acc.unwrap_model(model)
+    model.eval()
+    summary = {"steps": optim.steps, "resumed_from": start, "tokens": tokens_seen,
+               "wall_time_s": round(time.time() - t0, 2)}
+    if acc.is_main_process:
+        model.save_pretrained(out_dir / "model")
+    return summary
+
+
+def finish(out_dir: str | Path, summary: dict[str, Any]) -> None:
+    """Mark a run finished (written after evaluation, so a half-done run is never reused)."""
+    out_dir = Path(out_dir)
+    write_json(out_dir / "train_summary.json", summary)
+    ckpt = out_dir / "checkpoint"
+    if ckpt.exists():
+        import shutil
+
+        shutil.rmtree(ckpt)
+
+
+def read_log(out_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(out_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
