@@ -1,0 +1,173 @@
+"""Tables and verdicts for the fine-tuning sections (5.1-5.2): runs -> DataFrames -> claims.
+
+Seed noise: the regularizer's effect on a quantity is the mean over seeds of the paired
+difference (alpha run minus CE run, same seed, same data order); its noise is the standard
+deviation of those differences. A direction *agrees* when the mean difference goes the paper's
+way by more than one noise unit (with one seed: by any amount, flagged as one seed).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lsa.config import PipelineConfig
+from lsa.report import Claim, fmt, paper
+
+# the paper's Tables 2-3 rows for the methods that have them: (table key, paper's alpha)
+PAPER_ROWS = {"clex": "table2/clex_redpajama", "longqlora": "table3/longqlora",
+              "eabf": "table3/eabf"}
+
+
+def loss_label(alpha: float) -> str:
+    return "CE" if alpha == 0 else f"CE+{alpha:g}*SCE"
+
+
+def collect_runs(pipe: PipelineConfig) -> pd.DataFrame:
+    """One row per finished fine-tuning run: method, alpha, seed, perplexities by multiple of
+    the training window, long-window perplexity, misalignment metric, final training losses."""
+    from lsa.runs import load_run, run_dir
+
+    ft = pipe.settings["finetune"]
+    rows = []
+    for run in ft.all_runs():  # type: ignore[attr-defined]
+        folder = run_dir(ft.profile, pipe.finetune_run_id(run.name))  # type: ignore[attr-defined]
+        if not (folder / "train_summary.json").exists():
+            continue
+        data = load_run(folder)
+        m, log = data["metrics"], data["log"]
+        l_train = m["l_train"]
+        row: dict[str, Any] = {"run": run.name, "method": run.method, "alpha": run.alpha,
+                               "loss": loss_label(run.alpha), "seed": run.seed,
+                               "l_train": l_train}
+        long_nll, long_tokens = 0.0, 0
+        for length, value in m["perplexity"].items():
+            mult = int(length) // l_train
+            row[f"ppl_{mult}x"] = value["ppl"]
+            if mult > 1:
+                long_nll += value["nll"] * value["tokens"]
+                long_tokens += value["tokens"]
+        row["ppl_long"] = math.exp(long_nll / long_tokens) if long_tokens else math.nan
+        row["misalignment"] = m["misalignment"]["mean"]
+        row["misalignment_se"] = m["misalignment"]["stderr"]
+        tail = log[-max(1, len(log) // 5):]  # the last fifth of training
+        row["final_ce"] = float(np.mean([r["ce"] for r in tail])) if tail else math.nan
+        row["trainable_parameters"] = m.get("trainable_parameters")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def curves(pipe: PipelineConfig) -> pd.DataFrame:
+    """Training logs of every finished run, long format (run, method, alpha, seed, step, ...)."""
+    from lsa.runs import load_run, run_dir
+
+    ft = pipe.settings["finetune"]
+    frames = []
+    for run in ft.all_runs():  # type: ignore[attr-defined]
+        folder = run_dir(ft.profile, pipe.finetune_run_id(run.name))  # type: ignore[attr-defined]
+        if (folder / "train_summary.json").exists():
+            log = pd.DataFrame(load_run(folder)["log"])
+            frames.append(log.assign(run=run.name, method=run.method, alpha=run.alpha,
+                                     loss=loss_label(run.alpha), seed=run.seed))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def by_method(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Mean and standard deviation over seeds per (method, alpha)."""
+    agg = runs.groupby(["method", "alpha"])[columns].agg(["mean", "std", "count"])
+    agg.columns = [f"{c}_{s}" for c, s in agg.columns]
+    return agg.reset_index()
+
+
+def paired_effect(runs: pd.DataFrame, column: str, alpha: float) -> pd.DataFrame:
+    """Per method: mean over seeds of (value at ``alpha`` - value at alpha 0), its noise (std
+    of the paired differences) and the number of seeds."""
+    rows = []
+    for method, sub in runs.groupby("method"):
+        base = sub[sub["alpha"] == 0].set_index("seed")[column]
+        reg = sub[np.isclose(sub["alpha"], alpha)].set_index("seed")[column]
+        seeds = base.index.intersection(reg.index)
+        if len(seeds) == 0:
+            continue
+        diff = (reg[seeds] - base[seeds]).to_numpy(dtype=float)
+        rows.append({"method": method, "column": column, "alpha": alpha,
+                     "baseline": float(base[seeds].mean()), "regularized": float(reg[seeds].mean()),
+                     "delta": float(diff.mean()),
+                     "noise": float(diff.std(ddof=1)) if len(diff) > 1 else math.nan,
+                     "wins": int((diff < 0).sum()), "seeds": len(seeds)})
+    return pd.DataFrame(rows)
+
+
+def direction_verdict(delta: float, noise: float, seeds: int, lower_is_paper: bool = True) -> str:
+    """'agrees' / 'disagrees' when the mean paired difference exceeds one noise unit in the
+    paper's / the other direction; 'inconclusive' within the noise."""
+    if seeds == 0 or math.isnan(delta):
+        return "not run"
+    good = delta < 0 if lower_is_paper else delta > 0
+    margin = 0.0 if seeds < 2 or math.isnan(noise) else noise
+    if abs(delta) <= margin:
+        return "inconclusive"
+    return "agrees" if good else "disagrees"
+
+
+def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec. 5.2"
+                     ) -> list[dict[str, Any]]:
+    """Per method: does CE + alpha * misalign lower the long-window perplexity, and does it
+    lower the misalignment metric; the paper's perplexity change beside ours where it has one."""
+    claims: list[Claim] = []
+    if runs.empty:
+        return []
+    ppl = paired_effect(runs, "ppl_long", alpha)
+    mis = paired_effect(runs, "misalignment", alpha)
+    for i, row in enumerate(ppl.itertuples(), start=1):
+        method = row.method
+        key = PAPER_ROWS.get(method)
+        if key:
+            ce, reg = paper(f"{key}/ce/ppl"), paper(f"{key}/a0.1/ppl")
+            paper_text, grade = (f"PPL {ce.value} -> {reg.value} "
+                                 f"({reg.value - ce.value:+.2f})", reg.grade)
+        else:
+            paper_text, grade = "not in the paper's tables (expected lower)", "?"
+        note = "1 seed" if row.seeds < 2 else f"{row.seeds} seeds, noise {fmt(row.noise)}"
+        claims.append(Claim(
+            f"S5.{i}", section,
+            f"CE + {alpha:g} misalign lowers long-window perplexity ({method})",
+            paper_text, grade,
+            f"PPL {fmt(row.baseline, 4)} -> {fmt(row.regularized, 4)} ({row.delta:+.3g}); "
+            f"lower in {row.wins}/{row.seeds} seed(s)",
+            direction_verdict(row.delta, row.noise, row.seeds),  # type: ignore[arg-type]
+            f"long window = 2x and 4x l_train, token-weighted; {note}"))
+    n = len(claims)
+    for j, row in enumerate(mis.itertuples(), start=n + 1):
+        claims.append(Claim(
+            f"S5.{j}", section,
+            f"The regularizer lowers the long-short misalignment ({row.method})",
+            "implied (the term is minimised)", "?",
+            f"L_misalign {fmt(row.baseline, 4)} -> {fmt(row.regularized, 4)}; "
+            f"lower in {row.wins}/{row.seeds} seed(s)",
+            direction_verdict(row.delta, row.noise, row.seeds),  # type: ignore[arg-type]
+            "metric on the test books, l1/l2 from setting 1"))
+    return [c.to_dict() for c in claims]
+
+
+def paper_table(runs: pd.DataFrame, alpha: float = 0.1) -> pd.DataFrame:
+    """Our perplexity change beside the paper's (and LongBench-E, which needs the GPU profiles)."""
+    effect = paired_effect(runs, "ppl_long", alpha) if not runs.empty else pd.DataFrame()
+    rows = []
+    for method in sorted(set(runs["method"]) if not runs.empty else []):
+        key = PAPER_ROWS.get(method)
+        ours = effect[effect["method"] == method]
+        row = {"method": method,
+               "ours: PPL CE": ours["baseline"].iloc[0] if len(ours) else math.nan,
+               f"ours: PPL +{alpha:g}": ours["regularized"].iloc[0] if len(ours) else math.nan}
+        if key:
+            row.update({"paper: PPL CE": paper(f"{key}/ce/ppl").value,
+                        f"paper: PPL +{alpha:g}": paper(f"{key}/a0.1/ppl").value,
+                        "paper: LongBench-E CE": paper(f"{key}/ce/longbench").value,
+                        f"paper: LongBench-E +{alpha:g}": paper(f"{key}/a0.1/longbench").value,
+                        "grade": paper(f"{key}/a0.1/ppl").grade})
+        rows.append(row)
+    return pd.DataFrame(rows)

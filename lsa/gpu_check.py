@@ -1,0 +1,143 @@
+"""The GPU check: one short script for the day a GPU is lent (``scripts/gpu_check.sh``).
+
+On one GPU, within minutes and without network: pretrain the ``gpu-small`` base model briefly
+(bf16), extend it LongQLoRA-style (PI + LoRA + S2) for a few steps with CE only and with
+CE + 0.1 SCE, measure tokens/s and peak memory of both (the regularizer's cost on a GPU), load
+the base in NF4 4-bit when bitsandbytes is installed (said so when it is not), and evaluate
+perplexity at 2x and 4x the window. ``--tiny`` runs the same path with toy sizes on a CPU (tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def _timed_steps(model, stream, objective, optim, seed: int, steps: int) -> dict[str, float]:
+    """Tokens/s and peak memory of ``steps`` optimizer steps (after one warm-up step)."""
+    from lsa.train import compute_loss, step_batch
+
+    device = next(model.parameters()).device
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=optim.lr)
+    model.train()
+    tokens = 0
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    for i in range(steps + 1):
+        if i == 1:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            start, tokens = time.perf_counter(), 0
+        batch, l_extra = step_batch(stream, seed, i, 0, optim.batch_size, objective)
+        batch = batch.to(device)
+        with torch.autocast(device.type, dtype=dtype, enabled=device.type == "cuda"):
+            parts = compute_loss(model, batch, l_extra, objective)
+        parts["loss"].backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        tokens += batch.numel()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    out = {"tokens_per_s": tokens / elapsed, "step_s": elapsed / steps}
+    if device.type == "cuda":
+        out["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return out
+
+
+def run(profile: str = "gpu-small", tiny: bool = False, pretrain_steps: int = 300,
+        steps: int = 10, out: Path | None = None) -> dict[str, Any]:
+    from lsa.config import load_config
+    from lsa.evaluate.perplexity import perplexity
+    from lsa.extend import load_for_method, method_spec
+    from lsa.io import device_info
+    from lsa.models import count_parameters, scratch_llama
+    from lsa.runs import prepare_corpus
+    from lsa.train import LoraSettings, Objective, apply_lora, train
+
+    pipe = load_config(profile="smoke" if tiny else profile)
+    pcfg, fcfg = pipe.settings["pretrain"], pipe.settings["finetune"]
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    report: dict[str, Any] = {"device": device_info(), "profile": pipe.profile}
+    t0 = time.time()
+    corpus = prepare_corpus(pcfg)
+    report["corpus_s"] = round(time.time() - t0, 1)
+    m = pcfg.model
+    eos = corpus.tokenizer.convert_tokens_to_ids(corpus.tokenizer.eos_token)
+    model = scratch_llama(len(corpus.tokenizer), m.hidden_size, m.n_layers, m.n_heads,
+                          m.intermediate_size, m.base_window, m.rope_theta, eos).to(device)
+    report["parameters"] = count_parameters(model)
+    work = Path(out or "gpu_check_runs")
+    t0 = time.time()
+    optim = replace(pcfg.optim, steps=pretrain_steps if not tiny else 3, save_every=0,
+                    warmup_steps=min(pcfg.optim.warmup_steps, 2), bf16=True)
+    train(model, corpus.streams["train"], work / "base", optim,
+          Objective(l_train=m.base_window), seed=0, progress=False)
+    report["pretrain"] = {"steps": optim.steps, "wall_s": round(time.time() - t0, 1)}
+    model.save_pretrained(work / "base_model")
+    l_train = fcfg.l_train
+    spec = method_spec("longqlora", m.base_window, l_train, m.rope_theta,
+                       m.hidden_size // m.n_heads)
+    cost = {}
+    for name, alpha in (("ce", 0.0), ("ce+0.1sce", 0.1)):
+        ext = load_for_method(str(work / "base_model"), "longqlora", m.base_window, l_train,
+                              spec=spec).to(device)
+        ext = apply_lora(ext, LoraSettings(r=fcfg.lora_r, alpha=fcfg.lora_alpha))
+        cost[name] = _timed_steps(ext, corpus.streams["train"], Objective(l_train, alpha=alpha),
+                                  replace(fcfg.optim, lr=fcfg.lora_lr), 0,
+                                  steps if not tiny else 2)
+        if alpha:
+            ext.eval()
+            lengths = [2 * l_train, 4 * l_train]
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                report["perplexity_after_regularized_steps"] = {
+                    k: v["ppl"] for k, v in perplexity(ext, corpus.streams["test"], lengths,
+                                                       max_chunks=8).items()}
+    cost["time_ratio_equal_sequences"] = cost["ce+0.1sce"]["step_s"] / cost["ce"]["step_s"]
+    report["longqlora_cost"] = cost
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError:
+        report["nf4"] = "bitsandbytes is not installed here: NF4 4-bit not checked"
+    else:
+        if device.type != "cuda":
+            report["nf4"] = "no CUDA device: NF4 4-bit not checked"
+        else:
+            from lsa.models import load_pretrained
+
+            corpus.tokenizer.save_pretrained(work / "base_model")
+            q, _ = load_pretrained(str(work / "base_model"), dtype=torch.bfloat16,
+                                   load_in_4bit=True)
+            ids = corpus.streams["test"].chunks(m.base_window, 2).to(device)
+            report["nf4"] = {"loaded": True, "logits_finite": bool(torch.isfinite(
+                q(input_ids=ids).logits.float()).all()),
+                "memory_gib": torch.cuda.memory_allocated() / 2**30}
+    report["wall_s"] = round(time.time() - t0, 1)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--profile", default="gpu-small")
+    parser.add_argument("--tiny", action="store_true", help="toy sizes, CPU (tests)")
+    parser.add_argument("--pretrain-steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--out", default="gpu_check_runs")
+    args = parser.parse_args(argv)
+    report = run(args.profile, args.tiny, args.pretrain_steps, args.steps, Path(args.out))
+    text = json.dumps(report, indent=2, default=str)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "gpu_check.json").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""Context-extension methods against dense references and the formulas of methods.md."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lsa.extend import METHODS, load_for_method, method_spec, rope_parameters
+from lsa.extend.attention import EABF_ATTENTION, S2_ATTENTION, eabf_scale, register, s2_attention
+from lsa.extend.clex import ClexRotaryEmbedding, install_clex
+from lsa.models import scratch_llama
+
+
+def dense_causal(q, k, v, logit_scale=None):
+    """Reference attention with an explicit mask (float64)."""
+    q, k, v = q.double(), k.double(), v.double()
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if logit_scale is not None:
+        scores = scores * logit_scale[:, None]
+    t = q.shape[-2]
+    mask = torch.ones(t, t, dtype=torch.bool).tril()
+    return scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+
+
+def qkv(b=2, h=4, t=16, d=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(b, h, t, d, generator=g) for _ in range(3))
+
+
+def test_s2_with_one_group_is_full_attention():
+    q, k, v = qkv()
+    torch.testing.assert_close(s2_attention(q, k, v, group_size=16).double(),
+                               dense_causal(q, k, v), rtol=1e-5, atol=1e-5)
+
+
+def test_s2_matches_a_dense_reference_of_the_longlora_pattern():
+    q, k, v = qkv(t=16)
+    g, half = 4, 2
+    got = s2_attention(q, k, v, group_size=g)
+    # reference: heads [0, half) attend causally within groups [0,4), [4,8), ...; heads
+    # [half, H) within groups shifted by g/2 (with LongLoRA's wrap-around of the last group)
+    ref = torch.empty_like(got, dtype=torch.float64)
+    for head in range(4):
+        order = torch.arange(16) if head < half else torch.arange(16).roll(-g // 2)
+        for start in range(0, 16, g):
+            idx = order[start:start + g]
+            ref[:, head, idx] = dense_causal(q[:, head:head + 1, idx], k[:, head:head + 1, idx],
+                                             v[:, head:head + 1, idx])[:, 0]
+    torch.testing.assert_close(got.double(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_s2_rejects_a_length_that_is_no_multiple_of_the_group():
+    q, k, v = qkv(t=10)
+    with pytest.raises(ValueError, match="not a multiple"):
+        s2_attention(q, k, v, group_size=4)
+
+
+def test_eabf_scale():
+    got = eabf_scale(torch.tensor([0, 10, 63, 127, 255, 1023]), 128)
+    expected = [max(1.0, math.log(p + 1) / math.log(128)) for p in (0, 10, 63, 127, 255, 1023)]
+    torch.testing.assert_close(got, torch.tensor(expected))
+    assert got[:4].tolist() == [1.0, 1.0, 1.0, 1.0]  # within the base window: no change
+
+
+def tiny(attn="sdpa", **rope):
+    model = scratch_llama(vocab_size=64, hidden_size=32, n_layers=3, n_heads=4,
+                          intermediate_size=64, base_window=8, seed=0)
+    return model
+
+
+@pytest.mark.parametrize("name", [S2_ATTENTION, EABF_ATTENTION])
+def test_registered_attention_in_a_real_model_equals_the_reference(tmp_path, name):
+    """Whole-model check: eval-mode S2 is full attention; EABF with a base window longer than
+    the input scales nothing; both match the sdpa model exactly, causality included."""
+    register()
+    model = tiny()
+    model.save_pretrained(tmp_path / "m")
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(1))
+    ref = model.eval()(input_ids=ids).logits
+    spec = method_spec("longqlora" if name == S2_ATTENTION else "eabf", 8, 16, 10000.0, 8)
+    spec.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
+    other = load_for_method(str(tmp_path / "m"), spec.name, 8, 16, spec=spec).eval()
+    assert other.config._attn_implementation == name
+    torch.testing.assert_close(other(input_ids=ids).logits, ref, rtol=1e-4, atol=1e-5)
+    changed = ids.clone()
+    changed[:, 5:] = (changed[:, 5:] + 1) % 64
+    torch.testing.assert_close(other(input_ids=changed).logits[:, :5], ref[:, :5], rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_eabf_attention_scales_logits_beyond_the_base_window(tmp_path):
+    register()
+    model = tiny()
+    model.save_pretrained(tmp_path / "m")
+    spec = method_spec("eabf", 4, 16, 10000.0, 8, eabf_skip_layers=0)
+    spec.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
+    eabf = load_for_method(str(tmp_path / "m"), "eabf", 4, 16, spec=spec).eval()
+    attn = eabf.model.layers[0].self_attn
+    from transformers import AttentionInterface
+
+    fn = AttentionInterface._global_mapping[EABF_ATTENTION]
+    q, k, v = qkv(b=1, h=4, t=12, d=8)
+    out, _ = fn(attn, q, k, v, None, scaling=1 / math.sqrt(8))
+    scale = eabf_scale(torch.arange(12), 4)
+    ref = dense_causal(q, k, v, logit_scale=scale)
+    torch.testing.assert_close(out.transpose(1, 2).double(), ref, rtol=1e-5, atol=1e-5)
+    attn_skipped = eabf.model.layers[0].self_attn
+    eabf.config.eabf_skip_layers = 1
+    out2, _ = fn(attn_skipped, q, k, v, None, scaling=1 / math.sqrt(8))
+    torch.testing.assert_close(out2.transpose(1, 2).double(), dense_causal(q, k, v), rtol=1e-5,
+                               atol=1e-5)
+
+
+def inv_freq(rope, head_dim=64, window=4096):
+    """Frequencies transformers computes for ``rope`` (through its own rotary module)."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    cfg = LlamaConfig(hidden_size=head_dim * 2, num_attention_heads=2, rope_parameters=rope,
+                      max_position_embeddings=window)
+    return LlamaRotaryEmbedding(cfg).inv_freq.double()
+
+
+def test_rope_parameters_give_the_formulas_frequencies():
+    d, b, l0, l = 64, 10000.0, 4096, 16384
+    theta = b ** (-torch.arange(0, d, 2).double() / d)
+    s = l / l0
+    torch.testing.assert_close(inv_freq(rope_parameters("pi", l0, l, b, d)), theta / 4)
+    ntk = (b * s ** (d / (d - 2))) ** (-torch.arange(0, d, 2).double() / d)
+    torch.testing.assert_close(inv_freq(rope_parameters("ntk", l0, l, b, d)), ntk)
+    abf = 500000.0 ** (-torch.arange(0, d, 2).double() / d)
+    torch.testing.assert_close(inv_freq(rope_parameters("abf", l0, l, b, d)), abf)
+    yarn = inv_freq(rope_parameters("yarn", l0, l, b, d))
+    # YaRN: the fastest dimensions extrapolate (unchanged), the slowest interpolate (/ s)
+    torch.testing.assert_close(yarn[0], theta[0])
+    torch.testing.assert_close(yarn[-1], theta[-1] / s)
+    assert rope_parameters("dynamic", l0, l, b, d)["rope_type"] == "dynamic"
+
+
+def test_every_method_has_a_spec():
+    for method in METHODS:
+        spec = method_spec(method, 128, 256, 10000.0, 64)
+        assert spec.rope_parameters["rope_theta"] > 0
+    assert method_spec("longqlora", 128, 256, 1e4).lora
+    assert method_spec("clex", 128, 256, 1e4).clex
+
+
+def test_clex_at_init_equals_ntk_with_alpha_2t_minus_1_and_rope_at_t1():
+    d, b = 16, 10000.0
+    clex = ClexRotaryEmbedding(d, b, base_window=32, t_max=4, ode_steps=16)
+    theta = b ** (-torch.arange(0, d, 2).float() / d)
+    torch.testing.assert_close(clex.log_freqs(1.0).exp(), theta)
+    for t in (1.5, 2.0, 4.0):
+        alpha = 2 * t - 1
+        ntk = (b * alpha ** (d / (d - 2))) ** (-torch.arange(0, d, 2).float() / d)
+        torch.testing.assert_close(clex.log_freqs(t).exp(), ntk, rtol=1e-4, atol=1e-7)
+
+
+def test_clex_is_trainable_and_changes_with_its_parameters():
+    clex = ClexRotaryEmbedding(16, 10000.0, base_window=32, t_max=4)
+    with torch.no_grad():
+        clex.down.normal_(0, 0.1)
+    z = clex.log_freqs(3.0)
+    z.sum().backward()
+    assert clex.up.grad is not None and clex.down.grad.abs().sum() > 0
+    clex.eval()
+    assert clex.scale_for(64) == 2.0 and clex.scale_for(16) == 1.0
+    clex.train()
+    t = clex.scale_for(64)
+    assert 1.0 <= t <= 4.0
+
+
+def test_install_clex_in_a_model_keeps_outputs_within_the_base_window():
+    model = tiny().eval()
+    ids = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(2))
+    ref = model(input_ids=ids).logits
+    clex = install_clex(model, base_window=8, target_window=32)
+    assert model.model.rotary_emb is clex
+    torch.testing.assert_close(model(input_ids=ids).logits, ref, rtol=1e-5, atol=1e-5)
+    assert any(p is clex.down for p in model.parameters())
+
+
+def test_gpu_check_runs_its_cpu_path(tmp_path):
+    from lsa.gpu_check import run
+
+    report = run(tiny=True, out=tmp_path)
+    cost = report["longqlora_cost"]
+    assert cost["ce"]["tokens_per_s"] > 0 and cost["ce+0.1sce"]["tokens_per_s"] > 0
+    assert set(report["perplexity_after_regularized_steps"]) == {256, 512}
+    assert "not checked" in report["nf4"] or report["nf4"]["loaded"]
