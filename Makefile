@@ -11,7 +11,7 @@ PROFILE ?= mini
 CORES ?= all
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help install test reproduce lab lint clean-results
+.PHONY: help install test reproduce bench lab lint clean-results
 
 help:
 	@sed -n '2,4p' Makefile
@@ -30,8 +30,12 @@ test: install
 	$(BIN)/python -m pytest
 
 reproduce: install
+	$(BIN)/python -m lsa fetch books
 	$(BIN)/snakemake --cores $(CORES) --config profile=$(PROFILE)
 	$(BIN)/python -m lsa check --profile $(PROFILE)
+
+bench: install
+	$(BIN)/python -m lsa bench misalign
 
 lab: install
 	$(BIN)/jupyter lab notebooks/

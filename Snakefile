@@ -19,5 +19,5 @@ rule all:
     input:
         [section_outputs(key)["metrics"] for key in PIPE.sections],
         BASE_OUTPUT,
-        FINETUNE_OUTPUTS.values(),
+        [out for outputs in RUN_OUTPUTS.values() for out in outputs.values()],
     default_target: True

@@ -5,6 +5,7 @@
     python -m lsa fetch    books                        fetch the book corpus into data/
     python -m lsa pretrain [--profile P]                the profile's base model (a run folder)
     python -m lsa finetune --run NAME [--profile P]     one context-extension run
+    python -m lsa babilong --run NAME [--profile P]     one BABILong fine-tuning run
     python -m lsa bench    misalign [--quick]           cost of CE + SCE vs CE only
 """
 
@@ -74,6 +75,16 @@ def _finetune(args) -> int:
     return 0
 
 
+def _babilong(args) -> int:
+    from lsa.runs import babilong_run
+
+    _set_threads(args)
+    pipe = load_config(profile=args.profile)
+    pipe.settings["babilong"].run(args.run)  # type: ignore[attr-defined]  # unknown name: fail early
+    print(babilong_run(pipe, args.run, progress=not args.no_progress))
+    return 0
+
+
 def _bench(args) -> int:
     from lsa.bench import main as bench_main
 
@@ -95,12 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("what", choices=["books"])
     p.set_defaults(func=_fetch)
     for name, func, helptext in (("pretrain", _pretrain, "train or load the base model"),
-                                 ("finetune", _finetune, "one context-extension run")):
+                                 ("finetune", _finetune, "one context-extension run"),
+                                 ("babilong", _babilong, "one BABILong fine-tuning run")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--profile", choices=PROFILES)
         p.add_argument("--no-progress", action="store_true")
         p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-        if name == "finetune":
+        if name in ("finetune", "babilong"):
             p.add_argument("--run", required=True, help="a run name (python -m lsa config shows them)")
         p.set_defaults(func=func)
     p = sub.add_parser("bench", help="measure the regularizer's time and memory cost")

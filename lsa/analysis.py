@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from lsa.config import PipelineConfig
-from lsa.report import Claim, fmt, paper
+from lsa.report import PAPER, Claim, fmt, paper
 
 # the paper's Tables 2-3 rows for the methods that have them: (table key, paper's alpha)
 PAPER_ROWS = {"clex": "table2/clex_redpajama", "longqlora": "table3/longqlora",
@@ -171,3 +171,112 @@ def paper_table(runs: pd.DataFrame, alpha: float = 0.1) -> pd.DataFrame:
                         "grade": paper(f"{key}/a0.1/ppl").grade})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Section 5.4: BABILong
+
+
+def collect_babilong(pipe: PipelineConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-sample rows of every finished BABILong run: (accuracy grid, depth grid)."""
+    from lsa.runs import load_run, run_dir
+
+    bl = pipe.settings["babilong"]
+    acc, depth = [], []
+    for run in bl.all_runs():  # type: ignore[attr-defined]
+        folder = run_dir(bl.profile, pipe.babilong_run_id(run.name))  # type: ignore[attr-defined]
+        if not (folder / "train_summary.json").exists():
+            continue
+        m = load_run(folder)["metrics"]
+        tags = {"run": run.name, "alpha": run.alpha, "loss": loss_label(run.alpha),
+                "seed": run.seed, "multiple": None}
+        for row in m["accuracy"]:
+            acc.append({**tags, **row, "multiple": row["length"] // m["l_train"]})
+        for row in m["depth"]:
+            depth.append({**tags, **row, "multiple": row["length"] // m["l_train"]})
+    return pd.DataFrame(acc), pd.DataFrame(depth)
+
+
+def accuracy_table(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Accuracy (%) per run and ``by`` cell, then mean and std over seeds per alpha."""
+    per_run = rows.groupby(["alpha", "loss", "seed", *by])["correct"].mean().mul(100)
+    agg = per_run.groupby(["alpha", "loss", *by]).agg(["mean", "std", "count"])
+    return agg.rename(columns={"mean": "accuracy", "std": "seed_std", "count": "seeds"}
+                      ).reset_index()
+
+
+def _paired(rows: pd.DataFrame, by: list[str], alpha: float) -> pd.DataFrame:
+    """Paired (same seed) accuracy difference alpha - 0 per ``by`` cell: delta, noise, seeds."""
+    per_run = rows.groupby(["alpha", "seed", *by])["correct"].mean().mul(100).reset_index()
+    base = per_run[per_run["alpha"] == 0].drop(columns="alpha")
+    reg = per_run[np.isclose(per_run["alpha"], alpha)].drop(columns="alpha")
+    both = base.merge(reg, on=["seed", *by], suffixes=("_ce", "_reg"))
+    both["diff"] = both["correct_reg"] - both["correct_ce"]
+    out = both.groupby(by).agg(ce=("correct_ce", "mean"), reg=("correct_reg", "mean"),
+                               delta=("diff", "mean"), noise=("diff", "std"),
+                               seeds=("diff", "count")).reset_index()
+    return out
+
+
+def chance(task: str) -> float:
+    from lsa.data.babi import TASK_LABELS
+
+    return 100.0 / len(TASK_LABELS[task])
+
+
+def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
+                    section: str = "Sec. 5.4") -> list[dict[str, Any]]:
+    """Sanity gate, Table 6 (gain at longer lengths) and Table 7 (depth) verdicts."""
+    claims: list[Claim] = []
+    if acc.empty:
+        return []
+    ce1 = acc[(acc["alpha"] == 0) & (acc["multiple"] == 1)]
+    for task, sub in ce1.groupby("task"):
+        value = 100 * sub["correct"].mean()
+        claims.append(Claim(
+            f"S5.4.gate.{task}", section, f"CE-only model is above chance at the training window "
+            f"({task}; sanity gate, not a paper claim)", f"chance {chance(task):.0f}%", "?",
+            f"{value:.1f}% over {len(sub)} answers",
+            "agrees" if value > chance(task) + 10 else "disagrees",
+            "clearly above = more than 10 points over chance"))
+    by_len = _paired(acc, ["multiple"], alpha)
+    paper_keys = {1: "4k", 2: "8k", 4: "16k"}
+    for row in by_len.itertuples():
+        key = paper_keys.get(int(row.multiple))
+        if key:
+            ce, reg = paper(f"table6/{key}/ce"), paper(f"table6/{key}/a0.1")
+            text, grade = f"{ce.value} -> {reg.value} ({reg.value - ce.value:+.1f})", reg.grade
+        else:
+            text, grade = "beyond the paper's lengths (expected gain)", "?"
+        claims.append(Claim(
+            f"S5.4.len{int(row.multiple)}x", section,
+            f"CE + {alpha:g} misalign raises BABILong accuracy at {int(row.multiple)}x the "
+            f"training window", text, grade,
+            f"{row.ce:.1f}% -> {row.reg:.1f}% ({row.delta:+.1f}); {row.seeds} seed(s)",
+            direction_verdict(row.delta, row.noise, int(row.seeds), lower_is_paper=False),  # type: ignore[arg-type]
+            "average over tasks; paper 4K/8K/16K = 1x/2x/4x its training window"))
+    if not depth.empty:
+        by_depth = _paired(depth, ["depth"], alpha)
+        for row in by_depth.itertuples():
+            pct = int(round(100 * row.depth))
+            key = f"depth{pct}"
+            if f"table7/ce/{key}" in PAPER:
+                ce, reg = paper(f"table7/ce/{key}"), paper(f"table7/a0.1/{key}")
+                text, grade = f"{ce.value} -> {reg.value} ({reg.value - ce.value:+d})", ce.grade
+            else:
+                text, grade = "not in the paper's table", "?"
+            if pct == 0:
+                verdict = ("agrees" if abs(row.delta) <= max(5.0, 0 if math.isnan(row.noise)
+                                                              else row.noise) else "disagrees")
+                what = "comparable at depth 0 % (early context not ignored)"
+            else:
+                verdict = direction_verdict(row.delta, row.noise, int(row.seeds),
+                                            lower_is_paper=False)
+                what = f"better at depth {pct} %"
+            claims.append(Claim(
+                f"S5.4.depth{pct}", section, f"QA1 with CE + {alpha:g} misalign: {what}",
+                text, grade, f"{row.ce:.1f}% -> {row.reg:.1f}% ({row.delta:+.1f}); "
+                f"{row.seeds} seed(s)", verdict,  # type: ignore[arg-type]
+                "comparable = within 5 points or the seed noise" if pct == 0 else
+                "agrees = gain beyond the seed noise"))
+    return [c.to_dict() for c in claims]

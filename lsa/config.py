@@ -369,7 +369,7 @@ class RunConfig(StrictConfig):
     method: Method = "pi"
     alpha: float = 0.0
     seed: int = 0
-    ce_on: Literal["a", "both"] = "a"
+    ce_on: Literal["a", "b", "both"] = "a"
     l_extra_setting: int = 1
     divergence: Literal["sce", "jeffreys"] = "sce"
     l_train: int | None = None          # default: finetune.l_train
@@ -491,10 +491,11 @@ class FinetuneConfig(StrictConfig):
 
 
 @dataclass
-class ExtensionConfig(StrictConfig):
-    """Sections 5.1-5.2 notebook: reads (or, standalone, trains) the profile's fine-tuning runs."""
+class RunsViewConfig(StrictConfig):
+    """A notebook over the profile's runs (Sections 5.1-5.2, 5.4): reads them, or, run on its
+    own, trains the missing ones first."""
 
-    _section: typing.ClassVar[str] = "extension"
+    _section: typing.ClassVar[str] = "view"
 
     profile: str = "smoke"
     seed: int = 0
@@ -506,6 +507,67 @@ class ExtensionConfig(StrictConfig):
             self._fail("profile", f"must be one of {', '.join(PROFILES)}")
         if not self.alpha > 0:
             self._fail("alpha", "must be > 0 (it is compared with alpha = 0)")
+
+
+@dataclass
+class BabilongConfig(StrictConfig):
+    """Section 5.4 (mini): fine-tune the base model on BABILong samples at l_train with CE and
+    with CE + alpha * SCE, then measure accuracy by task x length, and QA1 by fact depth."""
+
+    _section: typing.ClassVar[str] = "babilong"
+
+    profile: str = "smoke"
+    tasks: list[Literal["qa1", "qa2", "qa3", "qa4", "qa5"]] = field(
+        default_factory=lambda: ["qa1", "qa4"])
+    method: Method = "pi"
+    l_train: int = 128
+    alphas: list[float] = field(default_factory=lambda: [0.0, 0.1])
+    seeds: list[int] = field(default_factory=lambda: [0])
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(steps=10, lr=1e-3))
+    answer_weight: float = 5.0           # CE of the answer tokens, added to window B's LM CE
+    train_samples: int = 1000            # per task, from the bAbI train split
+    max_facts: int | None = 2            # keep stories with at most this many facts
+    test_samples: int = 8                # per task x length (and per depth)
+    eval_multiples: list[int] = field(default_factory=lambda: [1, 2, 4])
+    depth_task: Literal["qa1", "qa2", "qa3", "qa4", "qa5"] = "qa1"
+    depths: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
+    depth_multiple: int = 2
+    max_new_tokens: int = 4
+    threads: int = 2
+    gpu: bool = False
+
+    def validate(self) -> None:
+        if self.profile not in PROFILES:
+            self._fail("profile", f"must be one of {', '.join(PROFILES)}")
+        for name in ("tasks", "alphas", "seeds", "eval_multiples", "depths"):
+            self._non_empty_unique(name)
+        self._at_least("l_train", 8)
+        for name in ("train_samples", "test_samples", "depth_multiple", "max_new_tokens",
+                     "threads"):
+            self._at_least(name, 1)
+        self._at_least("answer_weight", 0.0)
+        if self.max_facts is not None:
+            self._at_least("max_facts", 1)
+        if min(self.alphas) < 0:
+            self._fail("alphas", "every alpha must be >= 0")
+        if min(self.eval_multiples) < 1:
+            self._fail("eval_multiples", "every multiple of l_train must be >= 1")
+        if not all(0.0 <= d <= 1.0 for d in self.depths):
+            self._fail("depths", "every depth must be a fraction in [0, 1]")
+        if self.depth_task not in self.tasks:
+            self._fail("depth_task", f"must be one of the tasks ({', '.join(self.tasks)})")
+
+    def all_runs(self) -> list[RunConfig]:
+        return [RunConfig(name=f"babilong_{grid_run_name(self.method, a, s)}",
+                          method=self.method, alpha=a, seed=s, ce_on="b")
+                for s in self.seeds for a in self.alphas]
+
+    def run(self, name: str) -> RunConfig:
+        for run in self.all_runs():
+            if run.name == name:
+                return run
+        raise ConfigError(f"babilong: no run named {name!r}; "
+                          f"known: {', '.join(r.name for r in self.all_runs())}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -521,7 +583,8 @@ class ReportConfig(StrictConfig):
     profile: str = "smoke"
     seed: int = 0
     sections: list[str] = field(
-        default_factory=lambda: ["01_synthetic_study", "03_regularized_finetuning"])
+        default_factory=lambda: ["01_synthetic_study", "03_regularized_finetuning",
+                                 "05_babilong"])
 
     def validate(self) -> None:
         if self.profile not in PROFILES:
@@ -541,7 +604,7 @@ class SectionSpec(StrictConfig):
     config: str
     modules: list[str] = field(default_factory=list)
     needs: list[str] = field(default_factory=list)
-    uses_runs: bool = False              # reads the fine-tuning runs (they are its inputs)
+    uses_runs: list[Literal["finetune", "babilong"]] = field(default_factory=list)  # inputs
     threads: int = 1
     mem_mb: int = 2000
     gpu: int = 0
@@ -558,7 +621,8 @@ SECTION_CONFIGS: dict[str, type[StrictConfig]] = {
     "synthetic": SyntheticConfig,
     "pretrain": PretrainConfig,
     "finetune": FinetuneConfig,
-    "extension": ExtensionConfig,
+    "view": RunsViewConfig,
+    "babilong": BabilongConfig,
     "report": ReportConfig,
 }
 
@@ -591,6 +655,15 @@ class PipelineConfig:
 
     def finetune_run_id(self, name: str) -> str:
         return f"{name}-{digest(self.finetune_run_config(name))}"
+
+    def babilong_run_config(self, name: str) -> dict[str, Any]:
+        bl = self.settings["babilong"]
+        shared = {k: v for k, v in bl.to_dict().items()
+                  if k not in ("profile", "threads", "gpu", "alphas", "seeds")}
+        return {"base": self.base_run_id(), **shared, "run": bl.run(name).to_dict()}  # type: ignore[attr-defined]
+
+    def babilong_run_id(self, name: str) -> str:
+        return f"{name}-{digest(self.babilong_run_config(name))}"
 
     def notebook_parameters(self, section: str) -> dict[str, Any]:
         """The parameters papermill passes to the section's notebook.

@@ -35,7 +35,7 @@ def _timed_steps(model, stream, objective, optim, seed: int, steps: int) -> dict
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
             start, tokens = time.perf_counter(), 0
-        batch, l_extra = step_batch(stream, seed, i, 0, optim.batch_size, objective)
+        batch, l_extra, _ = step_batch(stream, seed, i, 0, optim.batch_size, objective)
         batch = batch.to(device)
         with torch.autocast(device.type, dtype=dtype, enabled=device.type == "cuda"):
             parts = compute_loss(model, batch, l_extra, objective)

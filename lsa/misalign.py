@@ -171,12 +171,23 @@ class MisalignOutput:
     """Parts of the regularized objective for one batch."""
 
     loss: torch.Tensor        # ce + alpha * misalign
-    ce: torch.Tensor          # the CE term used in the loss (window A, or both windows)
+    ce: torch.Tensor          # the CE term used in the loss (window A, B or both; + answers)
     ce_a: torch.Tensor        # token-mean CE of window A
     ce_b: torch.Tensor        # token-mean CE of window B
     misalign: torch.Tensor    # divergence averaged over the overlap (0 when it is empty)
     n_overlap: int
     l_extra: int
+    answer_ce: torch.Tensor | None = None  # CE of the answer tokens (window B), when given
+
+
+def answer_ce(logits: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean CE of the tokens marked in ``mask`` (``(B, T)``, True at answer tokens) given what
+    precedes them; zero when nothing is marked."""
+    target_mask = mask[:, 1:]
+    if not target_mask.any():
+        return logits.new_zeros((), dtype=torch.float32)
+    picked = logits[:, :-1][target_mask].float()
+    return F.cross_entropy(picked, tokens[:, 1:][target_mask])
 
 
 def causal_ce(logits: torch.Tensor, tokens: torch.Tensor, chunk_size: int | None = None
@@ -200,29 +211,37 @@ def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *
                       reduce_terms: Literal["sum", "mean"] = "sum",
                       detach: Literal["none", "long", "short"] = "none",
                       positions: Literal["all", "last"] = "all",
-                      ce_on: Literal["a", "both"] = "a",
+                      ce_on: Literal["a", "b", "both"] = "a",
                       chunk_size: int | None = DEFAULT_CHUNK,
-                      measure_misalign: bool = True) -> MisalignOutput:
+                      measure_misalign: bool = True,
+                      answer_mask: torch.Tensor | None = None,
+                      answer_weight: float = 0.0) -> MisalignOutput:
     """``CE + alpha * L_misalign`` for ``tokens`` of shape ``(N, l_train + l_extra)``, from ONE
     forward pass of the batch ``[A; B]`` (shape ``(2N, l_train)``).
 
     Both windows start at position id 0 (each is its own sequence, as at inference). With
     ``alpha = 0`` the divergence is still measured (without gradient) for the training curves,
-    unless ``measure_misalign=False`` (then it is NaN).
+    unless ``measure_misalign=False`` (then it is NaN). ``answer_mask`` (same shape as
+    ``tokens``, True at answer tokens, which lie in window B) adds ``answer_weight`` times the
+    answers' CE to the CE term (BABILong fine-tuning).
     """
     if alpha < 0:
         raise ValueError(f"alpha = {alpha}: must be >= 0")
     if positions not in ("all", "last"):
         raise ValueError(f"positions = {positions!r}: must be 'all' or 'last'")
-    if ce_on not in ("a", "both"):
-        raise ValueError(f"ce_on = {ce_on!r}: must be 'a' or 'both'")
+    if ce_on not in ("a", "b", "both"):
+        raise ValueError(f"ce_on = {ce_on!r}: must be 'a', 'b' or 'both'")
     w = overlap_windows(tokens, l_train, l_extra)
     n = tokens.shape[0]
     logits = model(input_ids=torch.cat([w.a, w.b], dim=0)).logits
     logits_a, logits_b = logits[:n], logits[n:]
     ce_a = causal_ce(logits_a, w.a, chunk_size)
     ce_b = causal_ce(logits_b, w.b, chunk_size)
-    ce = ce_a if ce_on == "a" else (ce_a + ce_b) / 2
+    ce = {"a": ce_a, "b": ce_b, "both": (ce_a + ce_b) / 2}[ce_on]
+    ans = None
+    if answer_mask is not None:
+        ans = answer_ce(logits_b, w.b, answer_mask[:, l_extra:l_extra + l_train])
+        ce = ce + answer_weight * ans
     if w.n_overlap == 0:
         misalign = logits.new_zeros((), dtype=torch.float32) + 0.0 * logits.sum()
     elif not alpha and not measure_misalign:
@@ -236,7 +255,8 @@ def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *
                                                reduce_terms=reduce_terms, detach=detach,
                                                chunk_size=chunk_size).mean()
     loss = ce + alpha * misalign if alpha else ce
-    return MisalignOutput(loss, ce, ce_a.detach(), ce_b.detach(), misalign, w.n_overlap, l_extra)
+    return MisalignOutput(loss, ce, ce_a.detach(), ce_b.detach(), misalign, w.n_overlap, l_extra,
+                          None if ans is None else ans.detach())
 
 
 # ---------------------------------------------------------------------------------------------

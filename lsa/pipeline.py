@@ -20,6 +20,8 @@ def check_runs(pipe: PipelineConfig) -> list[str]:
     folders = {"base": pipe.base_run_id()}
     folders.update({r.name: pipe.finetune_run_id(r.name)
                     for r in pipe.settings["finetune"].all_runs()})  # type: ignore[attr-defined]
+    folders.update({r.name: pipe.babilong_run_id(r.name)
+                    for r in pipe.settings["babilong"].all_runs()})  # type: ignore[attr-defined]
     ft = pipe.settings["finetune"]
     for name, run_id in folders.items():
         folder = paths.results_dir(profile) / "runs" / run_id
@@ -31,6 +33,11 @@ def check_runs(pipe: PipelineConfig) -> list[str]:
             continue
         if name == "base":
             ppl = metrics.get("validation_perplexity", {})
+        elif name.startswith("babilong_"):
+            ppl = {}
+            rows = metrics.get("accuracy", [])
+            if not rows or not all(isinstance(r.get("correct"), bool) for r in rows):
+                problems.append(f"run {name}: no BABILong accuracy rows")
         else:
             ppl = metrics.get("perplexity", {})
             wanted = {str(n) for n in ft.eval_lengths(ft.run(name))}  # type: ignore[attr-defined]

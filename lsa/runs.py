@@ -234,3 +234,74 @@ def load_run(folder: Path) -> dict[str, Any]:
     return {"metrics": read_json(folder / "metrics.json"),
             "config": read_json(folder / "config.json") if (folder / "config.json").exists()
             else None, "log": read_log(folder) if (folder / "metrics.jsonl").exists() else []}
+
+
+def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path:
+    """One BABILong run: the base model extended by the configured method to ``l_train``,
+    fine-tuned on BABILong samples built from the training books (CE of window B + the answers'
+    CE, + alpha * SCE), then accuracy by task x length and the depth grid, on samples built from
+    the test books. Reused when finished."""
+    from dataclasses import replace as dc_replace
+
+    from lsa.config import BabilongConfig
+    from lsa.data.babi import load_babi
+    from lsa.data.babilong import BabilongStream, split_sentences
+    from lsa.data.books import load_books
+    from lsa.evaluate.babilong import evaluate_grid
+    from lsa.extend import head_dim_of, load_for_method, method_spec
+    from lsa.train import Objective, finish, train
+    from transformers import AutoConfig
+
+    pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
+    bcfg: BabilongConfig = pipe.settings["babilong"]  # type: ignore[assignment]
+    run = bcfg.run(name)
+    folder = run_dir(bcfg.profile, pipe.babilong_run_id(name))
+    if is_finished(folder):
+        return folder
+    base = run_dir(pcfg.profile, pipe.base_run_id())
+    if not is_finished(base):
+        raise FileNotFoundError(f"the base model {base} is not finished: run "
+                                f"`python -m lsa pretrain --profile {pcfg.profile}` first")
+    started = time.time()
+    seed_everything(run.seed)
+    corpus = load_corpus_for(base, pcfg)
+    texts, _ = load_books(pcfg.data.books_dir)
+    train_hay = [s for book in texts["train"].values() for s in split_sentences(book)]
+    test_hay = [s for book in texts["test"].values() for s in split_sentences(book)]
+    def short(samples):  # the stories the configuration keeps
+        return [s for s in samples if bcfg.max_facts is None or len(s.facts) <= bcfg.max_facts]
+
+    train_samples, sources = [], {}
+    for task in bcfg.tasks:
+        samples, sources[task] = load_babi(task, "train", None, seed=run.seed)
+        train_samples.extend(short(samples)[:bcfg.train_samples])
+    stream = BabilongStream(train_samples, train_hay, corpus.streams["train"],
+                            corpus.tokenizer).keep_fitting(int(0.8 * bcfg.l_train))
+    path = base_model_path(pipe)
+    base_config = AutoConfig.from_pretrained(path)
+    theta = (base_config.rope_parameters or {}).get("rope_theta", 10000.0)
+    spec = method_spec(run.method, pcfg.model.base_window, bcfg.l_train, theta,
+                       head_dim_of(base_config))
+    model = load_for_method(path, run.method, pcfg.model.base_window, bcfg.l_train, spec=spec,
+                            dtype=getattr(torch, pcfg.model.dtype))
+    objective = Objective(l_train=bcfg.l_train, alpha=run.alpha, ce_on="b",
+                          answer_weight=bcfg.answer_weight)
+    config = pipe.babilong_run_config(name)
+    summary = train(model, stream, folder, bcfg.optim, objective, run.seed,
+                    run_config=config, progress=progress)
+    test = {task: short(load_babi(task, "test", None, seed=1000 + run.seed)[0])
+            for task in bcfg.tasks}
+    lengths = [m * bcfg.l_train for m in bcfg.eval_multiples]
+    rows = evaluate_grid(model, corpus.tokenizer, test, test_hay, lengths, bcfg.test_samples,
+                         seed=run.seed, max_new_tokens=bcfg.max_new_tokens)
+    depth_rows = evaluate_grid(model, corpus.tokenizer, {bcfg.depth_task: test[bcfg.depth_task]},
+                               test_hay, [bcfg.depth_multiple * bcfg.l_train],
+                               bcfg.test_samples, seed=run.seed, depths=list(bcfg.depths),
+                               max_new_tokens=bcfg.max_new_tokens)
+    trained_on = {t: sum(s.task == t for s in stream.samples) for t in bcfg.tasks}
+    metrics = {"run": name, "method": run.method, "alpha": run.alpha, "seed": run.seed,
+               "l_train": bcfg.l_train, "babi_source": sources, "train_samples": trained_on,
+               "accuracy": rows, "depth": depth_rows, "train": summary}
+    save_metrics(folder, metrics, config, started=started)
+    finish(folder, summary)
+    return folder

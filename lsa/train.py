@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from lsa.config import OptimConfig
 from lsa.io import write_json
-from lsa.misalign import causal_ce, misalignment_loss, sample_l_extra
+from lsa.misalign import answer_ce, causal_ce, misalignment_loss, sample_l_extra
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -47,6 +47,7 @@ class Objective:
     detach: str = "none"
     positions: str = "all"
     chunk_size: int | None = 512
+    answer_weight: float = 0.0          # BABILong: weight of the answer tokens' CE
 
     @property
     def needs_windows(self) -> bool:
@@ -77,31 +78,46 @@ def lr_lambda(optim: OptimConfig):
 
 
 def step_batch(stream, seed: int, step: int, micro: int, batch_size: int, objective: Objective,
-               process_index: int = 0, num_processes: int = 1) -> tuple[torch.Tensor, int]:
-    """``(tokens, l_extra)`` of one micro-batch: a function of its coordinates only."""
+               process_index: int = 0, num_processes: int = 1
+               ) -> tuple[torch.Tensor, int, torch.Tensor | None]:
+    """``(tokens, l_extra, answer_mask)`` of one micro-batch: a function of its coordinates
+    only. ``answer_mask`` comes from streams that mark answers (BABILong), else None."""
     index = (step * 1_000 + micro) * num_processes + process_index
     gen = torch.Generator().manual_seed(seed * 1_000_003 + index)
     l_extra = sample_l_extra(objective.l_train, objective.l_extra_setting, gen)
-    tokens = stream.sample(batch_size, objective.l_train + l_extra, gen)
-    return tokens, l_extra
+    length = objective.l_train + l_extra
+    if hasattr(stream, "sample_with_answers"):
+        tokens, mask = stream.sample_with_answers(batch_size, length, gen)
+        return tokens, l_extra, mask
+    return stream.sample(batch_size, length, gen), l_extra, None
 
 
-def compute_loss(model, tokens: torch.Tensor, l_extra: int, objective: Objective
-                 ) -> dict[str, Any]:
+def compute_loss(model, tokens: torch.Tensor, l_extra: int, objective: Objective,
+                 answer_mask: torch.Tensor | None = None) -> dict[str, Any]:
     """The step's loss and its parts (floats for logging, the loss as a tensor)."""
     if not objective.needs_windows:
-        window = tokens[:, : objective.l_train]
+        start = l_extra if objective.ce_on == "b" else 0
+        window = tokens[:, start:start + objective.l_train]
         logits = model(input_ids=window).logits
         ce = causal_ce(logits, window, objective.chunk_size)
-        return {"loss": ce, "ce": ce.item(), "ce_a": ce.item(), "l_extra": l_extra}
+        parts = {"ce_" + objective.ce_on: ce.item(), "l_extra": l_extra}
+        if answer_mask is not None:
+            ans = answer_ce(logits, window, answer_mask[:, start:start + objective.l_train])
+            parts["answer_ce"] = ans.item()
+            ce = ce + objective.answer_weight * ans
+        return {"loss": ce, "ce": ce.item(), **parts}
     out = misalignment_loss(
         model, tokens, objective.l_train, l_extra, alpha=objective.alpha,
         divergence=objective.divergence, reduce_terms=objective.reduce_terms,
         detach=objective.detach, positions=objective.positions, ce_on=objective.ce_on,
-        chunk_size=objective.chunk_size)
-    return {"loss": out.loss, "ce": out.ce.item(), "ce_a": out.ce_a.item(),
-            "ce_b": out.ce_b.item(), "misalign": out.misalign.item(),
-            "n_overlap": out.n_overlap, "l_extra": l_extra}
+        chunk_size=objective.chunk_size, answer_mask=answer_mask,
+        answer_weight=objective.answer_weight)
+    parts = {"loss": out.loss, "ce": out.ce.item(), "ce_a": out.ce_a.item(),
+             "ce_b": out.ce_b.item(), "misalign": out.misalign.item(),
+             "n_overlap": out.n_overlap, "l_extra": l_extra}
+    if out.answer_ce is not None:
+        parts["answer_ce"] = out.answer_ce.item()
+    return parts
 
 
 def apply_lora(model, lora: LoraSettings, quantized: bool = False,
@@ -161,11 +177,12 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     for step in bar:
         parts_sum: dict[str, float] = {}
         for micro in range(optim.grad_accum):
-            tokens, l_extra = step_batch(stream, seed, step, micro, optim.batch_size, objective,
-                                         acc.process_index, acc.num_processes)
+            tokens, l_extra, mask = step_batch(stream, seed, step, micro, optim.batch_size,
+                                               objective, acc.process_index, acc.num_processes)
             tokens = tokens.to(acc.device)
+            mask = None if mask is None else mask.to(acc.device)
             with acc.autocast():
-                parts = compute_loss(model, tokens, l_extra, objective)
+                parts = compute_loss(model, tokens, l_extra, objective, mask)
             loss = parts.pop("loss")
             if not torch.isfinite(loss):
                 raise NonFiniteLossError(

@@ -154,10 +154,10 @@ def test_ce_and_regularized_runs_see_the_same_data(stream):
     from lsa.train import Objective, step_batch
 
     for step in range(3):
-        ce_tokens, e1 = step_batch(stream, 5, step, 0, 2, Objective(l_train=16))
-        reg_tokens, e2 = step_batch(stream, 5, step, 0, 2, Objective(l_train=16, alpha=0.1))
+        ce_tokens, e1, _ = step_batch(stream, 5, step, 0, 2, Objective(l_train=16))
+        reg_tokens, e2, _ = step_batch(stream, 5, step, 0, 2, Objective(l_train=16, alpha=0.1))
         assert e1 == e2 and torch.equal(ce_tokens, reg_tokens)
-    other, _ = step_batch(stream, 5, 0, 1, 2, Objective(l_train=16))
+    other, _, _ = step_batch(stream, 5, 0, 1, 2, Objective(l_train=16))
     assert not torch.equal(other, step_batch(stream, 5, 0, 0, 2, Objective(l_train=16))[0])
 
 

@@ -24,13 +24,15 @@ def section_outputs(key):
 
 
 # lsa modules whose code determines a trained run's numbers (editing one retrains)
-RUN_MODULES = [
+BASE_MODULES = [
     f"lsa/{m}"
     for m in (
         "runs.py", "train.py", "misalign.py", "models.py", "data/books.py", "data/tokens.py",
         "extend/__init__.py", "evaluate/perplexity.py",
     )
 ]
+RUN_MODULES = BASE_MODULES + ["lsa/extend/attention.py", "lsa/extend/clex.py"]
+BABILONG_MODULES = ["lsa/data/babi.py", "lsa/data/babilong.py", "lsa/evaluate/babilong.py"]
 
 
 def run_output(run_id):
@@ -46,3 +48,8 @@ FINETUNE_OUTPUTS = {
     run.name: run_output(PIPE.finetune_run_id(run.name))
     for run in PIPE.settings["finetune"].all_runs()
 }
+BABILONG_OUTPUTS = {
+    run.name: run_output(PIPE.babilong_run_id(run.name))
+    for run in PIPE.settings["babilong"].all_runs()
+}
+RUN_OUTPUTS = {"finetune": FINETUNE_OUTPUTS, "babilong": BABILONG_OUTPUTS}

@@ -4,7 +4,7 @@
 
 rule base_model:
     input:
-        RUN_MODULES,
+        BASE_MODULES,
     output:
         BASE_OUTPUT,
     params:
@@ -22,27 +22,30 @@ rule base_model:
         "> {log:q} 2>&1"
 
 
-for _name, _output in FINETUNE_OUTPUTS.items():
+# one rule per run: fine-tuning (python -m lsa finetune) and BABILong (python -m lsa babilong)
+for _kind, _outputs in RUN_OUTPUTS.items():
+    for _name, _output in _outputs.items():
 
-    rule:
-        name:
-            f"finetune_{rule_name(_name)}"
-        input:
-            RUN_MODULES,
-            base=BASE_OUTPUT,
-        output:
-            _output,
-        params:
-            profile=PROFILE,
-            run=_name,
-        log:
-            f"logs/{PROFILE}/finetune_{_name}.log",
-        threads: PIPE.settings["finetune"].threads
-        resources:
-            mem_mb=4000,
-            gpu=int(PIPE.settings["finetune"].gpu),
-        conda:
-            "../../environment.yml"
-        shell:
-            "python -m lsa finetune --profile {params.profile} --run {params.run:q} "
-            "--threads {threads} --no-progress > {log:q} 2>&1"
+        rule:
+            name:
+                f"{_kind}_{rule_name(_name)}"
+            input:
+                RUN_MODULES + (BABILONG_MODULES if _kind == "babilong" else []),
+                base=BASE_OUTPUT,
+            output:
+                _output,
+            params:
+                profile=PROFILE,
+                kind=_kind,
+                run=_name,
+            log:
+                f"logs/{PROFILE}/{_kind}_{_name}.log",
+            threads: PIPE.settings[_kind].threads
+            resources:
+                mem_mb=4000,
+                gpu=int(PIPE.settings[_kind].gpu),
+            conda:
+                "../../environment.yml"
+            shell:
+                "python -m lsa {params.kind} --profile {params.profile} --run {params.run:q} "
+                "--threads {threads} --no-progress > {log:q} 2>&1"

@@ -11,7 +11,7 @@ for _key, _spec in PIPE.sections.items():
             notebook=f"notebooks/{_spec.notebook}",
             modules=[f"lsa/{module}" for module in _spec.modules],
             needs=[section_outputs(need)["metrics"] for need in _spec.needs],
-            runs=list(FINETUNE_OUTPUTS.values()) if _spec.uses_runs else [],
+            runs=[out for kind in _spec.uses_runs for out in RUN_OUTPUTS[kind].values()],
         output:
             **section_outputs(_key),
         params:

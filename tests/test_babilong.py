@@ -1,0 +1,245 @@
+"""bAbI parser and generator, BABILong assembly, the official scoring rule, LongBench-E."""
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from lsa.data import babi
+from lsa.data.babilong import FactsDoNotFit, assemble, fitting, split_sentences
+from lsa.evaluate import longbench as lb
+from lsa.evaluate.babilong import first_sentence, is_correct
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+REAL = SHARED / "babi" / "tasks_1-20_v1-2"
+needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="bAbI files not present")
+
+
+def test_parser_on_a_hand_written_story():
+    lines = ["1 Mary moved to the bathroom.", "2 John went to the hallway.",
+             "3 Where is Mary? \tbathroom\t1", "4 Daniel went back to the garden.",
+             "5 Where is Daniel? \tgarden\t4", "1 Sandra moved to the office.",
+             "2 Where is Sandra? \toffice\t1"]
+    samples = babi.parse_babi(lines, "qa1")
+    assert [s.answer for s in samples] == ["bathroom", "garden", "office"]
+    assert samples[1].facts == ["Mary moved to the bathroom.", "John went to the hallway.",
+                                "Daniel went back to the garden."]
+    assert samples[1].supporting == [2]  # line 4 is the third fact
+    assert samples[2].facts == ["Sandra moved to the office."]  # a new story starts at 1
+
+
+def oracle(sample: babi.BabiSample) -> str:
+    """An independent reading of the facts that answers qa1, qa4 and qa5 questions."""
+    q = sample.question
+    if sample.task == "qa1":
+        actor = q.split()[-1].rstrip("?")
+        moves = [f for f in sample.facts if f.startswith(actor + " ")]
+        return moves[-1].rstrip(".").split()[-1]
+    if sample.task == "qa4":
+        rel = [re.match(r"The (\w+) is (\w+) of the (\w+)\.", f).groups() for f in sample.facts]
+        m = re.match(r"What is (\w+) of the (\w+)\?", q)
+        if m:
+            return next(a for a, d, b in rel if d == m[1] and b == m[2])
+        m = re.match(r"What is the (\w+) (\w+) of\?", q)
+        return next(b for a, d, b in rel if a == m[1] and d == m[2])
+    if sample.task == "qa5":
+        gives = [re.match(r"(\w+) (?:gave|handed|passed) the (\w+) to (\w+)\.", f)
+                 for f in sample.facts]
+        gives = [g.groups() for g in gives if g]
+        if m := re.match(r"What did (\w+) give to (\w+)\?", q):
+            return [o for a, o, b in gives if a == m[1] and b == m[2]][-1]
+        if m := re.match(r"Who gave the (\w+) to (\w+)\?", q):
+            return [a for a, o, b in gives if o == m[1] and b == m[2]][-1]
+        if m := re.match(r"Who received the (\w+)\?", q):
+            return [b for a, o, b in gives if o == m[1]][-1]
+        m = re.match(r"Who did (\w+) give the (\w+) to\?", q)
+        return [b for a, o, b in gives if a == m[1] and o == m[2]][-1]
+    raise ValueError(sample.task)
+
+
+@pytest.mark.parametrize("task", ["qa1", "qa4", "qa5"])
+def test_generated_answers_are_correct(task):
+    for sample in babi.generate(task, 200, seed=3):
+        assert oracle(sample) == sample.answer
+        assert all(0 <= i < len(sample.facts) for i in sample.supporting)
+
+
+@pytest.mark.parametrize("task", ["qa2", "qa3"])
+def test_generated_object_answers_are_rooms_the_supporting_facts_name(task):
+    for sample in babi.generate(task, 100, seed=1):
+        assert sample.answer in babi.ROOMS
+        named = " ".join(sample.facts[i] for i in sample.supporting)
+        obj = re.search(r"the (apple|football|milk)", sample.question)[1]
+        assert obj in named
+
+
+def test_generator_is_seeded():
+    a = babi.generate("qa2", 20, seed=7)
+    assert a == babi.generate("qa2", 20, seed=7)
+    assert a != babi.generate("qa2", 20, seed=8)
+
+
+def sentence_shapes(samples):
+    """Sentence forms with the entities replaced: the vocabulary of the task."""
+    words = babi.ROOMS + babi.OBJECTS + babi.ACTORS + babi.ACTORS5 + list(babi.DIRECTIONS)
+    pattern = re.compile(r"\b(" + "|".join(words) + r")\b")
+    return {pattern.sub("X", f) for s in samples for f in s.facts} | \
+        {pattern.sub("X", s.question) for s in samples}
+
+
+@needs_real
+@pytest.mark.parametrize("task", ["qa1", "qa2", "qa3", "qa4", "qa5"])
+def test_generator_speaks_like_the_real_files(task, monkeypatch):
+    monkeypatch.setenv("LSA_DATA_DIR", str(SHARED))
+    real, source = babi.load_babi(task, "train", 2000)
+    assert source.startswith("bAbI files")
+    fake = babi.generate(task, 300, seed=0)
+    assert sentence_shapes(fake) <= sentence_shapes(real)
+    assert {s.answer for s in fake} <= {s.answer for s in real}
+    real_n = sum(len(s.facts) for s in real) / len(real)
+    fake_n = sum(len(s.facts) for s in fake) / len(fake)
+    assert real_n / 3 <= fake_n <= real_n * 3, (real_n, fake_n)
+
+
+def test_without_files_the_generator_is_used(monkeypatch, tmp_path):
+    monkeypatch.setenv("LSA_DATA_DIR", str(tmp_path))
+    samples, source = babi.load_babi("qa1", "test", 5)
+    assert source == "built-in generator" and len(samples) == 5
+    with pytest.raises(ValueError, match="must be one of"):
+        babi.load_babi("qa9")
+
+
+def words(text):
+    return len(text.split())
+
+
+HAY = [f"Sentence number {i} is here." for i in range(200)]
+
+
+def test_assembly_length_order_and_recoverability():
+    sample = babi.generate("qa1", 10, seed=0)[-1]
+    built = assemble(sample, HAY, 120, words, seed=1)
+    assert built.tokens <= 120 and built.tokens > 120 - 6  # filled to within one sentence
+    positions = [built.context.index(f) for f in sample.facts]
+    assert positions == sorted(positions)  # facts keep their order
+    assert oracle(babi.BabiSample("qa1", [f for f in sample.facts if f in built.context],
+                                  sample.question, sample.answer)) == sample.answer
+    assert assemble(sample, HAY, 120, words, seed=1) == built  # deterministic
+    assert assemble(sample, HAY, 120, words, seed=2).context != built.context
+
+
+@pytest.mark.parametrize("depth", [0.0, 0.25, 0.5, 0.75, 1.0])
+def test_depth_places_every_fact_there(depth):
+    sample = babi.generate("qa1", 4, seed=0)[-1]
+    built = assemble(sample, HAY, 300, words, seed=0, depth=(depth, depth))
+    assert all(abs(p - depth) < 0.03 for p in built.fact_positions)
+    start = built.context.index(sample.facts[0])
+    end = built.context.index(sample.facts[-1]) + len(sample.facts[-1])
+    background = len(built.context) - (end - start)
+    assert abs(start / background - depth) < 0.03  # the share of book text before the facts
+    if depth == 0.0:
+        assert built.context.startswith(sample.facts[0])
+    if depth == 1.0:
+        assert built.context.endswith(sample.facts[-1])
+
+
+def test_facts_that_do_not_fit_fail_clearly():
+    sample = babi.generate("qa1", 10, seed=0)[-1]
+    with pytest.raises(FactsDoNotFit, match="more than the 10 requested"):
+        assemble(sample, HAY, 10, words)
+    assert fitting([sample], words, 10) == []
+
+
+def test_split_sentences():
+    assert split_sentences("It was. Then \"he\" said! Who? no split.\nNext line.") == [
+        "It was.", "Then \"he\" said!", "Who? no split.", "Next line."]
+
+
+# the scoring rule of methods.md / the BABILong code
+@pytest.mark.parametrize("output, target, question, ok", [
+    ("kitchen", "kitchen", "Where is Mary?", True),
+    ("The kitchen. Then the garden.", "kitchen", "Where is Mary?", True),  # first sentence
+    ("kitchen or garden", "kitchen", "Where is Mary?", False),          # two labels
+    ("garden", "kitchen", "Where is Mary?", False),
+    ("the garden, I think; bedroom", "bedroom", "What is north of the garden?", True),
+    ("Kitchen\nbathroom", "kitchen", "Where is John?", True),          # case, first line
+    ("", "kitchen", "Where is John?", False),
+    ("Fred gave it", "Fred", "Who gave the apple to Bill?", True),        # Bill excluded
+    ("apple to Bill", "apple", "What did Fred give to Bill?", True),
+    ("kitchenette", "kitchen", "Where is John?", False),               # whole words only
+])
+def test_official_scoring_rule(output, target, question, ok):
+    labels = babi.TASK_LABELS["qa5" if target in ("Fred", "apple") else "qa1"]
+    assert is_correct(output, target, question, labels) is ok
+
+
+def test_first_sentence():
+    assert first_sentence(" Office. More") == "office"
+    assert first_sentence("\n") == ""
+
+
+# LongBench-E metrics on hand-made fixtures
+def test_qa_f1_by_hand():
+    assert lb.qa_f1_score("The cat sat", "a cat sat down") == pytest.approx(2 * 1 * (2 / 3) /
+                                                                             (1 + 2 / 3))
+    assert lb.qa_f1_score("dog", "cat") == 0.0
+    assert lb.normalize_answer("The  Cat, sat!") == "cat sat"
+
+
+def test_rouge_l_by_hand():
+    # LCS("a b c d", "a c d e") = 3 -> P = R = 3/4
+    assert lb.rouge_score("a b c d", "a c d e") == pytest.approx(0.75)
+    assert lb.rouge_score("", "a") == 0.0
+
+
+def test_classification_retrieval_count_code():
+    classes = ["Abbreviation", "Entity", "Entity Type", "Description"]
+    assert lb.classification_score("Entity", "Entity", all_classes=classes) == 1.0
+    assert lb.classification_score("Entity Type", "Entity Type", all_classes=classes) == 1.0
+    assert lb.classification_score("Entity or Description", "Entity",
+                                   all_classes=classes) == 0.5
+    assert lb.retrieval_score("Paragraph 12", "Paragraph 12") == 1.0
+    assert lb.retrieval_score("12 or 3", "Paragraph 12") == 0.5
+    assert lb.count_score("There are 7 unique paragraphs", "7") == 1.0
+    assert lb.count_score("none", "7") == 0.0
+    assert lb.code_sim_score("# comment\nreturn x + 1\n", "return x + 1") == 1.0
+    assert 0 < lb.code_sim_score("return y", "return x + 1") < 1
+
+
+def test_first_line_only_datasets_and_best_answer():
+    assert lb.sample_score("triviaqa", "\nParis\nberlin", ["paris", "rome"]) == 1.0
+    assert lb.sample_score("qasper", "Paris", ["rome", "paris"]) == 1.0
+
+
+def test_buckets_scores_and_averaging_rule():
+    rows = [{"answers": ["apple"], "length": 100}, {"answers": ["bob"], "length": 5000},
+            {"answers": ["cat"], "length": 9000}, {"answers": ["dog"], "length": 9500}]
+    scores = lb.score_dataset("qasper", rows, ["apple", "x", "cat", "x"])
+    assert scores == {"0-4k": 100.0, "4-8k": 0.0, "8k+": 50.0, "overall": 50.0}
+    assert lb.longbench_e_score({"a": {"overall": 50.0}, "b": {"overall": 20.0}}) == 35.0
+    assert lb.bucket_of(3999) == "0-4k" and lb.bucket_of(4000) == "4-8k"
+
+
+def test_middle_truncation():
+    assert lb.truncate_middle(list(range(10)), 4) == [0, 1, 8, 9]
+    assert lb.truncate_middle(list(range(10)), 5) == [0, 1, 7, 8, 9]
+    assert lb.truncate_middle([1, 2], 5) == [1, 2]
+
+
+@pytest.mark.skipif(not (SHARED / "longbench").is_dir(), reason="LongBench tables not present")
+def test_official_tables_cover_every_dataset():
+    prompts, maxlen = lb.load_tables(SHARED / "longbench")
+    for dataset in lb.DATASETS:
+        assert "{context}" in prompts[dataset] and dataset in maxlen
+        assert dataset in lb.METRICS
+
+
+def test_missing_longbench_data_names_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="qasper_e.jsonl"):
+        lb.load_dataset_file(tmp_path, "qasper")
+    (tmp_path / "trec_e.jsonl").write_text(json.dumps({"input": "q", "context": "c",
+                                                       "answers": ["x"], "length": 10,
+                                                       "all_classes": ["x"]}) + "\n")
+    assert lb.load_dataset_file(tmp_path, "trec")[0]["answers"] == ["x"]
