@@ -65,23 +65,15 @@ def _pretrain(args) -> int:
     return 0
 
 
-def _finetune(args) -> int:
-    from lsa.runs import finetune
+def _run(args) -> int:
+    """One run of the kind named by the subcommand (finetune or babilong)."""
+    from lsa import runs
 
     _set_threads(args)
     pipe = load_config(profile=args.profile)
-    pipe.settings["finetune"].run(args.run)  # type: ignore[attr-defined]  # unknown name: fail early
-    print(finetune(pipe, args.run, progress=not args.no_progress))
-    return 0
-
-
-def _babilong(args) -> int:
-    from lsa.runs import babilong_run
-
-    _set_threads(args)
-    pipe = load_config(profile=args.profile)
-    pipe.settings["babilong"].run(args.run)  # type: ignore[attr-defined]  # unknown name: fail early
-    print(babilong_run(pipe, args.run, progress=not args.no_progress))
+    pipe.settings[args.command].run(args.run)  # type: ignore[attr-defined]  # unknown: fail early
+    job = runs.finetune if args.command == "finetune" else runs.babilong_run
+    print(job(pipe, args.run, progress=not args.no_progress))
     return 0
 
 
@@ -106,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("what", choices=["books"])
     p.set_defaults(func=_fetch)
     for name, func, helptext in (("pretrain", _pretrain, "train or load the base model"),
-                                 ("finetune", _finetune, "one context-extension run"),
-                                 ("babilong", _babilong, "one BABILong fine-tuning run")):
+                                 ("finetune", _run, "one context-extension run"),
+                                 ("babilong", _run, "one BABILong fine-tuning run")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--profile", choices=PROFILES)
         p.add_argument("--no-progress", action="store_true")
@@ -120,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny shapes (tests)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--out", help="JSON output (default results/bench/misalign.json)")
+    p.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_bench)
     args = parser.parse_args(argv)
     try:

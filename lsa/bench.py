@@ -13,13 +13,17 @@ Four step variants on the same model, optimizer and shapes (``N`` sequences of
 training sequence, about 2x: two windows). Times are medians over repeats, variants interleaved
 so that drift hits them alike. Peak memory is the step's own high-water mark above the memory
 held before it: ``torch.cuda.max_memory_allocated`` on a GPU, the process's peak RSS
-(``VmHWM``, reset through ``/proc/self/clear_refs``) on a CPU.
+(``VmHWM``, reset through ``/proc/self/clear_refs``) on a CPU, in a process whose large
+allocations glibc maps and unmaps directly (so that the resident size follows live memory).
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -112,7 +116,9 @@ def make_step(model, opt, variant: str, tokens: torch.Tensor, shape: Shape, alph
 
 
 def bench_shape(shape: Shape, repeats: int, alpha: float = 0.1, chunk_size: int | None = 512,
-                device: str | None = None, seed: int = 0) -> dict[str, Any]:
+                device: str | None = None, seed: int = 0, measure: str = "both"
+                ) -> dict[str, Any]:
+    """Median step time (``measure`` "time" or "both") and peak memory ("memory" or "both")."""
     from lsa.models import count_parameters, scratch_llama
 
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -123,34 +129,47 @@ def bench_shape(shape: Shape, repeats: int, alpha: float = 0.1, chunk_size: int 
     tokens = torch.randint(0, shape.vocab_size, (shape.batch, shape.l_train + shape.l_extra),
                            generator=gen).to(dev)
     steps = {v: make_step(model, opt, v, tokens, shape, alpha, chunk_size) for v in VARIANTS}
-    peaks: dict[str, int] = {}
-    for variant, step in steps.items():  # warm-up (allocates optimizer state) + peak memory
+    out: dict[str, Any] = {"shape": asdict(shape), "parameters": count_parameters(model),
+                           "device": str(dev), "alpha": alpha, "chunk_size": chunk_size,
+                           "repeats": repeats}
+    for step in steps.values():  # warm-up (allocates the optimizer state)
         step()
-        with PeakMemory(dev) as mem:
-            step()
-        peaks[variant] = mem.peak
-    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    for _ in range(repeats):
+    if measure in ("memory", "both"):
+        peaks: dict[str, int] = {}
         for variant, step in steps.items():
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            start = time.perf_counter()
-            step()
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            times[variant].append(time.perf_counter() - start)
-    median = {v: statistics.median(t) for v, t in times.items()}
-    return {
-        "shape": asdict(shape), "parameters": count_parameters(model), "device": str(dev),
-        "alpha": alpha, "chunk_size": chunk_size, "repeats": repeats,
-        "time_s": median, "peak_bytes": peaks,
-        "ratios": {
-            "equal_tokens_time": median["ce_ab+sce"] / median["ce_ab"],
-            "equal_tokens_memory": peaks["ce_ab+sce"] / peaks["ce_ab"],
-            "equal_sequences_time": median["ce_a+sce"] / median["ce_a"],
-            "equal_sequences_memory": peaks["ce_a+sce"] / peaks["ce_a"],
-        },
+            with PeakMemory(dev) as mem:
+                step()
+            peaks[variant] = mem.peak
+        out["peak_bytes"] = peaks
+    if measure in ("time", "both"):
+        times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        for _ in range(repeats):
+            for variant, step in steps.items():
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                start = time.perf_counter()
+                step()
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                times[variant].append(time.perf_counter() - start)
+        out["time_s"] = {v: statistics.median(t) for v, t in times.items()}
+    return out
+
+
+def add_ratios(result: dict[str, Any]) -> dict[str, Any]:
+    """Ratios of CE+SCE to CE-only (NaN where a peak is too small to measure)."""
+    t, m = result["time_s"], result["peak_bytes"]
+
+    def ratio(a: float, b: float) -> float:
+        return a / b if b > 0 else float("nan")
+
+    result["ratios"] = {
+        "equal_tokens_time": ratio(t["ce_ab+sce"], t["ce_ab"]),
+        "equal_tokens_memory": ratio(m["ce_ab+sce"], m["ce_ab"]),
+        "equal_sequences_time": ratio(t["ce_a+sce"], t["ce_a"]),
+        "equal_sequences_memory": ratio(m["ce_a+sce"], m["ce_a"]),
     }
+    return result
 
 
 TARGETS = {"equal_tokens_time": 1.05, "equal_tokens_memory": 1.10}
@@ -176,11 +195,40 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+MMAP_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
+
+
+def _cpu_peaks(args) -> list[dict[str, int]]:
+    """Peak memory per shape, measured in a child process in which glibc maps and unmaps large
+    blocks directly, so that the resident size follows live memory (by default freed memory
+    stays resident and hides a step's peak; the setting must be made before the process starts,
+    and it slows allocation, which is why times are measured here, without it)."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "peaks.json"
+        argv = [sys.executable, "-m", "lsa", "bench", "misalign", "--memory-only",
+                "--out", str(out)] + (["--quick"] if args.quick else [])
+        subprocess.run(argv, env={**os.environ, **MMAP_ENV}, check=True)
+        return [r["peak_bytes"] for r in json.loads(out.read_text())["results"]]
+
+
 def main(args) -> int:
     shapes = QUICK if args.quick else SHAPES
     torch.manual_seed(0)
-    results = [bench_shape(shape, repeats=1 if args.quick else args.repeats)
+    repeats = 1 if args.quick else args.repeats
+    if getattr(args, "memory_only", False):
+        results = [bench_shape(shape, 1, measure="memory") for shape in shapes.values()]
+        write_json(Path(args.out), {"results": results})
+        return 0
+    gpu = torch.cuda.is_available()
+    results = [bench_shape(shape, repeats, measure="both" if gpu else "time")
                for shape in shapes.values()]
+    if not gpu:
+        for result, peaks in zip(results, _cpu_peaks(args)):
+            result["peak_bytes"] = peaks
+    results = [add_ratios(r) for r in results]
     out = Path(args.out) if args.out else paths.output_root() / "results" / "bench" / "misalign.json"
     write_json(out, {"results": results, "device": device_info(), "packages": package_versions(),
                      "torch_threads": torch.get_num_threads()})

@@ -395,6 +395,13 @@ def grid_run_name(method: str, alpha: float, seed: int) -> str:
     return f"{method}_a{alpha:g}_s{seed}"
 
 
+def find_run(runs: list[RunConfig], name: str, where: str) -> RunConfig:
+    for run in runs:
+        if run.name == name:
+            return run
+    raise ConfigError(f"{where}: no run named {name!r}; known: {', '.join(r.name for r in runs)}")
+
+
 @dataclass
 class FinetuneConfig(StrictConfig):
     """Context-extension fine-tuning from the base model: window l_train, CE + alpha * SCE."""
@@ -483,11 +490,7 @@ class FinetuneConfig(StrictConfig):
         return grid + list(self.runs)
 
     def run(self, name: str) -> RunConfig:
-        for run in self.all_runs():
-            if run.name == name:
-                return run
-        raise ConfigError(f"finetune.runs: no run named {name!r}; "
-                          f"known: {', '.join(r.name for r in self.all_runs())}")
+        return find_run(self.all_runs(), name, "finetune.runs")
 
 
 @dataclass
@@ -563,11 +566,7 @@ class BabilongConfig(StrictConfig):
                 for s in self.seeds for a in self.alphas]
 
     def run(self, name: str) -> RunConfig:
-        for run in self.all_runs():
-            if run.name == name:
-                return run
-        raise ConfigError(f"babilong: no run named {name!r}; "
-                          f"known: {', '.join(r.name for r in self.all_runs())}")
+        return find_run(self.all_runs(), name, "babilong")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -74,6 +74,20 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     return load_pretrained(str(target), dtype=dtype)
 
 
+def nf4_kwargs() -> dict[str, Any]:
+    """``from_pretrained`` arguments for NF4 4-bit weights with double quantisation (QLoRA),
+    bf16 compute, on the current GPU."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("4-bit NF4 loading (bitsandbytes) needs a CUDA GPU; set "
+                           "model.load_in_4bit / finetune.use_4bit to false on this machine")
+    from transformers import BitsAndBytesConfig
+
+    return {"quantization_config": BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16),
+        "device_map": {"": torch.cuda.current_device()}}
+
+
 def load_pretrained(name_or_path: str, dtype: torch.dtype = torch.float32,
                     load_in_4bit: bool = False, **kwargs: Any):
     """A hub id or local folder; ``load_in_4bit`` uses bitsandbytes NF4 with double
@@ -81,15 +95,7 @@ def load_pretrained(name_or_path: str, dtype: torch.dtype = torch.float32,
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if load_in_4bit:
-        if not torch.cuda.is_available():
-            raise RuntimeError("4-bit NF4 loading (bitsandbytes) needs a CUDA GPU; set "
-                               "model.load_in_4bit: false on this machine")
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16)
-        kwargs.setdefault("device_map", {"": torch.cuda.current_device()})
+        kwargs.update(nf4_kwargs())
     model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, **kwargs)
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     model.config.use_cache = False

@@ -118,6 +118,16 @@ def pretrain(pipe: PipelineConfig, progress: bool = True) -> Path:
     return folder
 
 
+def finished_base(pipe: PipelineConfig) -> Path:
+    """The base model's run folder; an error that says what to run when it is not finished."""
+    profile = pipe.settings["pretrain"].profile  # type: ignore[attr-defined]
+    base = run_dir(profile, pipe.base_run_id())
+    if not is_finished(base):
+        raise FileNotFoundError(f"the base model {base} is not finished: run "
+                                f"`python -m lsa pretrain --profile {profile}` first")
+    return base
+
+
 def base_model_path(pipe: PipelineConfig) -> str:
     """Where the base model's weights are: the pretraining run's ``model/`` for scratch, the
     converted SmolLM2 cache, or the configured hub id / folder."""
@@ -159,12 +169,9 @@ def build_for_run(pipe: PipelineConfig, name: str):
                        use_4bit=fcfg.use_4bit and torch.cuda.is_available())
     kwargs: dict[str, Any] = {"dtype": getattr(torch, pcfg.model.dtype)}
     if spec.quantize_4bit:
-        from transformers import BitsAndBytesConfig
+        from lsa.models import nf4_kwargs
 
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16)
-        kwargs["device_map"] = {"": torch.cuda.current_device()}
+        kwargs.update(nf4_kwargs())
     model = load_for_method(path, run.method, l0, l_train, spec=spec, **kwargs)
     if spec.clex:
         install_clex(model, l0, l_train, hidden=fcfg.clex_hidden)
@@ -193,10 +200,7 @@ def finetune(pipe: PipelineConfig, name: str, progress: bool = True) -> Path:
     folder = run_dir(fcfg.profile, pipe.finetune_run_id(name))
     if is_finished(folder):
         return folder
-    base = run_dir(pcfg.profile, pipe.base_run_id())
-    if not is_finished(base):
-        raise FileNotFoundError(f"the base model {base} is not finished: run "
-                                f"`python -m lsa pretrain --profile {pcfg.profile}` first")
+    base = finished_base(pipe)
     started = time.time()
     seed_everything(run.seed)
     corpus = load_corpus_for(base, pcfg)
@@ -258,10 +262,7 @@ def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path
     folder = run_dir(bcfg.profile, pipe.babilong_run_id(name))
     if is_finished(folder):
         return folder
-    base = run_dir(pcfg.profile, pipe.base_run_id())
-    if not is_finished(base):
-        raise FileNotFoundError(f"the base model {base} is not finished: run "
-                                f"`python -m lsa pretrain --profile {pcfg.profile}` first")
+    base = finished_base(pipe)
     started = time.time()
     seed_everything(run.seed)
     corpus = load_corpus_for(base, pcfg)

@@ -280,7 +280,7 @@ def test_bench_quick_writes_its_table(tmp_path):
     from lsa.bench import VARIANTS, main
 
     out = tmp_path / "bench.json"
-    assert main(Namespace(quick=True, repeats=1, out=str(out))) == 0
+    assert main(Namespace(quick=True, repeats=1, out=str(out), memory_only=False)) == 0
     result = json.loads(out.read_text())["results"][0]
     assert set(result["time_s"]) == set(VARIANTS)
     assert result["ratios"]["equal_sequences_time"] > 0

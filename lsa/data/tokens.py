@@ -101,12 +101,6 @@ class TokenStream:
         idx = starts[:, None] + torch.arange(length)[None, :]
         return torch.from_numpy(self.ids[idx.numpy()].astype(np.int64))
 
-    def batch_for_step(self, seed: int, step: int, n: int, length: int) -> torch.Tensor:
-        """The batch of a training step: a function of (seed, step) only, so runs that share a
-        seed see the same data in the same order, and a resumed run continues exactly."""
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
-        return self.sample(n, length, gen)
-
     def chunks(self, length: int, max_chunks: int | None = None) -> torch.Tensor:
         """Non-overlapping chunks of exactly ``length`` tokens from the start (the remainder is
         dropped): the CLEX perplexity protocol. Shape ``(n_chunks, length)``."""
