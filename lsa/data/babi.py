@@ -83,7 +83,7 @@ def load_babi(task: str, split: str = "test", n: int | None = None, seed: int = 
             if path.exists():
                 samples = parse_babi(path.read_text().splitlines(), task)
                 return (samples[:n] if n else samples), f"bAbI files: {sub}/{path.name}"
-    return generate(task, n or 1000, seed=seed), "built-in generator"
+    return generate(task, n or 10000, seed=seed), "built-in generator"
 
 
 # ---------------------------------------------------------------------------------------------
