@@ -148,9 +148,26 @@ def load_corpus_for(base_folder: Path, cfg: PretrainConfig) -> Corpus:
     return prepare_corpus(cfg, AutoTokenizer.from_pretrained(base_folder / "tokenizer"))
 
 
-def build_for_run(pipe: PipelineConfig, name: str):
-    """The base model prepared for one run: the method's RoPE and attention, CLEX module, LoRA
-    adapters (NF4 base weights when configured and a GPU is present). Returns (model, spec)."""
+def run_folder(pipe: PipelineConfig, kind: str, name: str) -> tuple[Path, RunConfig]:
+    """The folder and configuration of run ``name`` of ``kind`` (finetune or babilong)."""
+    cfg = pipe.settings[kind]
+    run = cfg.run(name)  # type: ignore[attr-defined]
+    run_id = pipe.finetune_run_id(name) if kind == "finetune" else pipe.babilong_run_id(name)
+    return run_dir(cfg.profile, run_id), run  # type: ignore[attr-defined]
+
+
+def start_run(pipe: PipelineConfig, run: RunConfig) -> tuple[Corpus, float]:
+    """Seeded start of a run from the finished base model: its corpus and the start time."""
+    base = finished_base(pipe)
+    started = time.time()
+    seed_everything(run.seed)
+    return load_corpus_for(base, pipe.settings["pretrain"]), started  # type: ignore[arg-type]
+
+
+def build_for_run(pipe: PipelineConfig, run: RunConfig, l_train: int):
+    """The base model prepared for one run at window ``l_train``: the method's RoPE and
+    attention, CLEX module, LoRA adapters (NF4 base weights when configured and a GPU is
+    present), with the method settings of ``finetune``. Returns (model, spec)."""
     from lsa.extend import head_dim_of, load_for_method, method_spec
     from lsa.extend.clex import install_clex
     from lsa.train import LoraSettings, apply_lora
@@ -158,11 +175,10 @@ def build_for_run(pipe: PipelineConfig, name: str):
 
     pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
     fcfg: FinetuneConfig = pipe.settings["finetune"]  # type: ignore[assignment]
-    run = fcfg.run(name)
     path = base_model_path(pipe)
     base_config = AutoConfig.from_pretrained(path)
     theta = (base_config.rope_parameters or {}).get("rope_theta", 10000.0)
-    l0, l_train = pcfg.model.base_window, fcfg.l_train_of(run)
+    l0 = pcfg.model.base_window
     spec = method_spec(run.method, l0, l_train, theta, head_dim_of(base_config),
                        abf_theta=fcfg.abf_theta, eabf_skip_layers=fcfg.eabf_skip_layers,
                        s2_group_ratio=fcfg.s2_group_ratio,
@@ -196,16 +212,12 @@ def finetune(pipe: PipelineConfig, name: str, progress: bool = True) -> Path:
 
     pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
     fcfg: FinetuneConfig = pipe.settings["finetune"]  # type: ignore[assignment]
-    run: RunConfig = fcfg.run(name)
-    folder = run_dir(fcfg.profile, pipe.finetune_run_id(name))
+    folder, run = run_folder(pipe, "finetune", name)
     if is_finished(folder):
         return folder
-    base = finished_base(pipe)
-    started = time.time()
-    seed_everything(run.seed)
-    corpus = load_corpus_for(base, pcfg)
-    model, spec = build_for_run(pipe, name)
+    corpus, started = start_run(pipe, run)
     l_train = fcfg.l_train_of(run)
+    model, spec = build_for_run(pipe, run, l_train)
     objective = Objective(l_train=l_train, alpha=run.alpha,
                           l_extra_setting=run.l_extra_setting, ce_on=run.ce_on,
                           divergence=run.divergence, reduce_terms=fcfg.reduce_terms,
@@ -252,20 +264,14 @@ def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path
     from lsa.data.babilong import BabilongStream, split_sentences
     from lsa.data.books import load_books
     from lsa.evaluate.babilong import evaluate_grid
-    from lsa.extend import head_dim_of, load_for_method, method_spec
     from lsa.train import Objective, finish, train
-    from transformers import AutoConfig
 
     pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
     bcfg: BabilongConfig = pipe.settings["babilong"]  # type: ignore[assignment]
-    run = bcfg.run(name)
-    folder = run_dir(bcfg.profile, pipe.babilong_run_id(name))
+    folder, run = run_folder(pipe, "babilong", name)
     if is_finished(folder):
         return folder
-    base = finished_base(pipe)
-    started = time.time()
-    seed_everything(run.seed)
-    corpus = load_corpus_for(base, pcfg)
+    corpus, started = start_run(pipe, run)
     texts, _ = load_books(pcfg.data.books_dir)
     train_hay = [s for book in texts["train"].values() for s in split_sentences(book)]
     test_hay = [s for book in texts["test"].values() for s in split_sentences(book)]
@@ -278,13 +284,7 @@ def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path
         train_samples.extend(short(samples)[:bcfg.train_samples])
     stream = BabilongStream(train_samples, train_hay, corpus.streams["train"],
                             corpus.tokenizer).keep_fitting(int(0.8 * bcfg.l_train))
-    path = base_model_path(pipe)
-    base_config = AutoConfig.from_pretrained(path)
-    theta = (base_config.rope_parameters or {}).get("rope_theta", 10000.0)
-    spec = method_spec(run.method, pcfg.model.base_window, bcfg.l_train, theta,
-                       head_dim_of(base_config))
-    model = load_for_method(path, run.method, pcfg.model.base_window, bcfg.l_train, spec=spec,
-                            dtype=getattr(torch, pcfg.model.dtype))
+    model, _ = build_for_run(pipe, run, bcfg.l_train)
     objective = Objective(l_train=bcfg.l_train, alpha=run.alpha, ce_on="b",
                           answer_weight=bcfg.answer_weight)
     config = pipe.babilong_run_config(name)
