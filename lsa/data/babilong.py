@@ -94,6 +94,18 @@ def assemble(sample: BabiSample, haystack: list[str], length: int, count_tokens,
                           count_tokens(context + question), positions, depth)
 
 
+def token_counter(tokenizer):
+    """``count(text) -> int``: the length of ``text`` in ``tokenizer``'s tokens, memoised
+    (assembly measures the same haystack sentences over and over)."""
+    from functools import lru_cache
+
+    @lru_cache(maxsize=None)
+    def count(text: str) -> int:
+        return len(tokenizer(text)["input_ids"])
+
+    return count
+
+
 def fitting(samples: list[BabiSample], count_tokens, budget: int,
             question_template: str = "\nQuestion: {question}\nAnswer:") -> list[BabiSample]:
     """The samples whose facts, question and answer take at most ``budget`` tokens (long
@@ -116,7 +128,7 @@ class BabilongStream:
                  question_template: str = "\nQuestion: {question}\nAnswer:"):
         self.haystack, self.filler = haystack, filler
         self.tokenizer, self.question_template = tokenizer, question_template
-        self._cache: dict[str, int] = {}
+        self.count_tokens = token_counter(tokenizer)
         self.samples = samples
         if not samples:
             raise ValueError("no bAbI samples to train on")
@@ -129,11 +141,6 @@ class BabilongStream:
             raise ValueError(f"no bAbI sample fits in {budget} tokens: lengthen l_train or "
                              "choose shorter tasks")
         return self
-
-    def count_tokens(self, text: str) -> int:
-        if text not in self._cache:
-            self._cache[text] = len(self.tokenizer(text)["input_ids"])
-        return self._cache[text]
 
     def sample_with_answers(self, n: int, length: int, generator):
         import torch

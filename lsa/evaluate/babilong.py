@@ -81,15 +81,10 @@ def evaluate_grid(model, tokenizer, samples: dict[str, list], haystack: list[str
     length (x depth), each assembled from the test-book ``haystack`` in the model's tokens."""
     from tqdm.auto import tqdm
 
-    from lsa.data.babilong import assemble, fitting
+    from lsa.data.babilong import assemble, fitting, token_counter
 
     template = template or PromptTemplate()
-    cache: dict[str, int] = {}
-
-    def count(text: str) -> int:
-        if text not in cache:
-            cache[text] = len(tokenizer(text)["input_ids"])
-        return cache[text]
+    count = token_counter(tokenizer)
 
     rows = []
     # the same samples at every length: those that fit in the shortest one with room to spare
