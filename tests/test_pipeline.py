@@ -25,7 +25,8 @@ def smoke_run():
 
 
 def test_smoke_pipeline_outputs(smoke_run):
-    assert smoke_run < 300, "the smoke pipeline must stay under 5 minutes"
+    # timing is reported, never asserted (a busy machine would fail it): see the README
+    print(f"smoke pipeline from no outputs: {smoke_run:.0f} s")
     pipe = load_config(profile="smoke")
     assert check_outputs(pipe) == []
 
@@ -58,8 +59,10 @@ def test_rerun_does_nothing_and_a_notebook_edit_reruns_it_and_the_report(smoke_r
     start = time.time()
     out = run([tool("snakemake"), "--cores", "all", "--config", "profile=smoke"])
     assert out.returncode == 0
+    # what the rerun did, not how long it took: no job ran
     assert "Nothing to be done" in out.stdout + out.stderr
-    assert time.time() - start < 30
+    assert "rule " not in out.stdout + out.stderr, "a rerun with nothing changed ran a job"
+    print(f"no-change rerun: {time.time() - start:.1f} s")
     notebook = paths.NOTEBOOKS / "01_synthetic_study.ipynb"
     before, text = notebook.stat(), notebook.read_text()
     try:
