@@ -1,0 +1,232 @@
+"""Statistics for verdicts: paired seed differences and the correlations of Table 1.
+
+Everything here is a thin layer over ``scipy.stats`` (``ttest_1samp``-style t intervals,
+``pearsonr``, ``spearmanr``, ``bootstrap``, ``permutation_test``); nothing is re-implemented
+but the partial correlation (residuals of two least-squares fits) and the bookkeeping that turns
+a table of models into the rows of Table 1.
+
+- **Paired seeds** (``paired_interval``): the effect of a change is the mean over seeds of the
+  paired difference (changed run minus baseline, same seed, same data order); its uncertainty is
+  the Student t interval of that mean. A verdict is given only when the interval excludes 0
+  (``interval_verdict``); one seed gives no interval, so no verdict.
+- **Correlations** (``correlation_rows``): for each predictor x score, Pearson r and Spearman
+  rho, each with a 95 % bootstrap interval (resampling models, BCa where it is defined, else
+  percentile) and a permutation p-value (two-sided, pairings permuted).
+- **Which predictor is better** (``compare_predictors``): the difference of absolute
+  correlations ``|r(a, score)| - |r(b, score)|`` with a bootstrap interval resampling models
+  (both correlations on the same resample); "a predicts better" holds when the interval
+  excludes 0 on the positive side.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+Method = Literal["pearson", "spearman"]
+
+
+# ---------------------------------------------------------------------------------------------
+# paired seed differences
+
+
+@dataclass(frozen=True)
+class PairedInterval:
+    """Mean paired difference over seeds and its t interval (NaN bounds with one seed)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    confidence: float
+
+    def excludes_zero(self) -> bool:
+        return self.n >= 2 and (self.low > 0 or self.high < 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def paired_interval(changed, baseline, confidence: float = 0.95) -> PairedInterval:
+    """The t interval of the mean of ``changed - baseline`` (arrays paired by seed)."""
+    from scipy import stats
+
+    diff = np.asarray(changed, dtype=float) - np.asarray(baseline, dtype=float)
+    if diff.ndim != 1:
+        raise ValueError("paired values must be one-dimensional (one value per seed)")
+    n = int(diff.size)
+    if n == 0:
+        return PairedInterval(math.nan, math.nan, math.nan, 0, confidence)
+    mean = float(diff.mean())
+    if n < 2:
+        return PairedInterval(mean, math.nan, math.nan, n, confidence)
+    sem = float(diff.std(ddof=1) / math.sqrt(n))
+    if sem == 0.0:
+        return PairedInterval(mean, mean, mean, n, confidence)
+    half = float(stats.t.ppf(0.5 + confidence / 2, df=n - 1)) * sem
+    return PairedInterval(mean, mean - half, mean + half, n, confidence)
+
+
+def interval_verdict(interval: PairedInterval, paper_sign: int) -> str:
+    """``agrees`` / ``disagrees`` when the interval excludes 0 on the paper's side (``paper_sign``
+    -1: the paper reports a decrease, +1: an increase) or on the other; else ``inconclusive``;
+    ``not run`` without data."""
+    if paper_sign not in (-1, 1):
+        raise ValueError(f"paper_sign = {paper_sign}: must be -1 or +1")
+    if interval.n == 0 or math.isnan(interval.mean):
+        return "not run"
+    if not interval.excludes_zero():
+        return "inconclusive"
+    return "agrees" if np.sign(interval.mean) == paper_sign else "disagrees"
+
+
+# ---------------------------------------------------------------------------------------------
+# correlations (Table 1)
+
+
+def _corr(method: Method):
+    from scipy import stats
+
+    if method == "pearson":
+        return lambda x, y: float(stats.pearsonr(x, y).statistic)
+    if method == "spearman":
+        return lambda x, y: float(stats.spearmanr(x, y).statistic)
+    raise ValueError(f"method = {method!r}: must be 'pearson' or 'spearman'")
+
+
+def _clean(x, y) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"x and y must be 1-D of one length, got {x.shape} and {y.shape}")
+    keep = np.isfinite(x) & np.isfinite(y)
+    return x[keep], y[keep]
+
+
+def _bootstrap_ci(statistic, arrays, n_resamples: int, seed: int, confidence: float
+                  ) -> tuple[float, float]:
+    """BCa interval of scipy's paired bootstrap; where BCa is undefined (a resample of few
+    models can be constant, its statistic NaN) the percentile interval of the finite
+    resampled statistics."""
+    from scipy import stats
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap(arrays, statistic, paired=True, vectorized=False,
+                              n_resamples=n_resamples, confidence_level=confidence,
+                              method="BCa", random_state=np.random.default_rng(seed))
+    low, high = res.confidence_interval
+    if np.isfinite(low) and np.isfinite(high):
+        return float(low), float(high)
+    dist = np.asarray(res.bootstrap_distribution, dtype=float)
+    dist = dist[np.isfinite(dist)]
+    if dist.size == 0:
+        return math.nan, math.nan
+    tail = 50 * (1 - confidence)
+    return float(np.percentile(dist, tail)), float(np.percentile(dist, 100 - tail))
+
+
+@dataclass(frozen=True)
+class Correlation:
+    predictor: str
+    score: str
+    method: str
+    r: float
+    low: float
+    high: float
+    p_permutation: float
+    n: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def correlation(x, y, method: Method = "pearson", *, n_resamples: int = 2000,
+                n_permutations: int = 2000, seed: int = 0, confidence: float = 0.95,
+                predictor: str = "x", score: str = "y") -> Correlation:
+    """One correlation with its bootstrap interval and two-sided permutation p-value; rows with
+    a missing value are dropped. Needs at least 3 models."""
+    from scipy import stats
+
+    x, y = _clean(x, y)
+    n = int(x.size)
+    if n < 3:
+        raise ValueError(f"{predictor} vs {score}: {n} models with both values; need >= 3")
+    corr = _corr(method)
+    r = corr(x, y)
+    low, high = _bootstrap_ci(corr, (x, y), n_resamples, seed, confidence)
+    perm = stats.permutation_test((x, y), corr, permutation_type="pairings", vectorized=False,
+                                  n_resamples=n_permutations, alternative="two-sided",
+                                  random_state=np.random.default_rng(seed + 1))
+    return Correlation(predictor, score, method, r, low, high, float(perm.pvalue), n)
+
+
+def correlation_rows(table, predictors: list[str], scores: list[str],
+                     methods: tuple[Method, ...] = ("pearson", "spearman"), **kwargs
+                     ) -> list[dict[str, Any]]:
+    """Table 1: one row per predictor x score x method, from a DataFrame with one row per
+    model (columns named by ``predictors`` and ``scores``)."""
+    return [correlation(table[p], table[s], m, predictor=p, score=s, **kwargs).to_dict()
+            for s in scores for p in predictors for m in methods]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    better: str
+    worse: str
+    score: str
+    method: str
+    difference: float      # |r(better)| - |r(worse)|
+    low: float
+    high: float
+    n: int
+
+    @property
+    def holds(self) -> bool:
+        """``better`` predicts better: the interval of the difference lies above 0."""
+        return self.low > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "holds": self.holds}
+
+
+def compare_predictors(table, a: str, b: str, score: str, method: Method = "pearson", *,
+                       n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
+                       ) -> Comparison:
+    """Does ``a`` predict ``score`` better than ``b``? The bootstrap interval (resampling
+    models) of ``|r(a, score)| - |r(b, score)|``."""
+    cols = np.column_stack([np.asarray(table[c], dtype=float) for c in (a, b, score)])
+    cols = cols[np.isfinite(cols).all(axis=1)]
+    if len(cols) < 4:
+        raise ValueError(f"{a} vs {b} on {score}: {len(cols)} complete models; need >= 4")
+    corr = _corr(method)
+
+    def diff(xa, xb, y):
+        return abs(corr(xa, y)) - abs(corr(xb, y))
+
+    value = diff(cols[:, 0], cols[:, 1], cols[:, 2])
+    low, high = _bootstrap_ci(diff, (cols[:, 0], cols[:, 1], cols[:, 2]), n_resamples, seed,
+                              confidence)
+    return Comparison(a, b, score, method, value, low, high, len(cols))
+
+
+def partial_correlation(x, y, z) -> float:
+    """Pearson correlation of ``x`` and ``y`` given ``z``: the correlation of their residuals
+    after a least-squares fit (with intercept) on ``z``."""
+    from scipy import stats
+
+    x, y, z = (np.asarray(v, dtype=float) for v in (x, y, z))
+    keep = np.isfinite(x) & np.isfinite(y) & np.isfinite(z)
+    x, y, z = x[keep], y[keep], z[keep]
+    if x.size < 4:
+        raise ValueError(f"partial correlation needs >= 4 complete models, got {x.size}")
+    design = np.column_stack([np.ones_like(z), z])
+
+    def residual(v):
+        coef, *_ = np.linalg.lstsq(design, v, rcond=None)
+        return v - design @ coef
+
+    return float(stats.pearsonr(residual(x), residual(y)).statistic)

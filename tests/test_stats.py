@@ -1,0 +1,94 @@
+"""lsa.stats against hand-computed values and brute-force references."""
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lsa import stats
+
+
+def test_paired_interval_is_the_t_interval_of_the_mean_difference():
+    # differences 1, 2, 3: mean 2, sd 1, sem 1/sqrt(3); t(0.975, df=2) = 4.302653
+    iv = stats.paired_interval([11, 22, 33], [10, 20, 30])
+    assert iv.mean == pytest.approx(2.0)
+    half = 4.302653 / math.sqrt(3)
+    assert (iv.low, iv.high) == (pytest.approx(2 - half, rel=1e-6), pytest.approx(2 + half,
+                                                                                rel=1e-6))
+    assert iv.n == 3 and not iv.excludes_zero()
+
+
+def test_one_seed_gives_no_interval_and_no_verdict():
+    iv = stats.paired_interval([5.0], [1.0])
+    assert iv.mean == 4.0 and math.isnan(iv.low) and not iv.excludes_zero()
+    assert stats.interval_verdict(iv, -1) == "inconclusive"
+    assert stats.interval_verdict(stats.paired_interval([], []), -1) == "not run"
+
+
+def test_interval_verdict_directions():
+    lower = stats.paired_interval([1.0, 1.1, 0.9, 1.0], [2.0, 2.0, 2.0, 2.1])  # clearly lower
+    assert lower.excludes_zero() and lower.high < 0
+    assert stats.interval_verdict(lower, -1) == "agrees"
+    assert stats.interval_verdict(lower, +1) == "disagrees"
+    noisy = stats.paired_interval([1.0, 3.0, 0.0], [2.0, 2.0, 2.0])
+    assert stats.interval_verdict(noisy, -1) == "inconclusive"
+    with pytest.raises(ValueError, match="paper_sign"):
+        stats.interval_verdict(lower, 0)
+
+
+def test_pearson_value_and_exact_permutation_p_value():
+    x, y = [1, 2, 3, 4, 5], [2, 4, 5, 4, 5]
+    # by hand: sum dx dy = 6, sum dx^2 = 10, sum dy^2 = 6 -> r = 6 / sqrt(60)
+    # two samples of 5 have (5!)^2 = 14400 pairings: more resamples make scipy enumerate them
+    c = stats.correlation(x, y, "pearson", n_permutations=20_000)
+    assert c.r == pytest.approx(6 / math.sqrt(60))
+    # brute force over the 120 orders of y
+    def r(a, b):
+        return np.corrcoef(a, b)[0, 1]
+    count = sum(abs(r(x, p)) >= abs(c.r) - 1e-12 for p in itertools.permutations(y))
+    assert c.p_permutation == pytest.approx(count / 120)
+    assert c.n == 5 and c.low <= c.r <= c.high
+
+
+def test_correlation_drops_missing_models_and_needs_three():
+    c = stats.correlation([1, 2, np.nan, 4], [1, 2, 3, 5], "spearman")
+    assert c.n == 3 and c.r == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="need >= 3"):
+        stats.correlation([1, 2, np.nan], [1, 2, 3])
+
+
+def test_partial_correlation_removes_the_shared_factor():
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=40)
+    design = np.column_stack([np.ones_like(z), z])
+    proj = design @ np.linalg.pinv(design)
+    a, b = rng.normal(size=40), rng.normal(size=40)
+    a, b = a - proj @ a, b - proj @ b            # exactly orthogonal to [1, z]
+    x, y = 10 * z + a, -8 * z + b + 0.5 * a
+    expected = np.corrcoef(a, b + 0.5 * a)[0, 1]
+    assert stats.partial_correlation(x, y, z) == pytest.approx(expected)
+    # the plain correlation is dominated by z; the partial one is not
+    assert abs(np.corrcoef(x, y)[0, 1]) > 0.9
+
+
+def test_compare_predictors_finds_the_better_one():
+    rng = np.random.default_rng(1)
+    score = rng.normal(size=30)
+    table = pd.DataFrame({"good": -score + 0.05 * rng.normal(size=30),
+                          "noise": rng.normal(size=30), "score": score})
+    cmp = stats.compare_predictors(table, "good", "noise", "score", n_resamples=500)
+    assert cmp.holds and cmp.low > 0 and cmp.difference > 0.5
+    reverse = stats.compare_predictors(table, "noise", "good", "score", n_resamples=500)
+    assert not reverse.holds and reverse.high < 0
+
+
+def test_correlation_rows_cover_every_predictor_score_and_method():
+    rng = np.random.default_rng(2)
+    table = pd.DataFrame(rng.normal(size=(12, 3)), columns=["a", "b", "s"])
+    rows = stats.correlation_rows(table, ["a", "b"], ["s"], n_resamples=200,
+                                  n_permutations=200)
+    assert [(r["predictor"], r["method"]) for r in rows] == [
+        ("a", "pearson"), ("a", "spearman"), ("b", "pearson"), ("b", "spearman")]
+    assert all(r["n"] == 12 and 0 < r["p_permutation"] <= 1 for r in rows)
