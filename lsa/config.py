@@ -345,6 +345,8 @@ class PretrainConfig(StrictConfig):
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(steps=30, lr=3e-3))
+    # validation perplexity at base_window and 2x: chunks of the longest (2x) length; the 1x
+    # window scores the same tokens in twice as many chunks (lsa/evaluate/perplexity.py)
     eval_max_chunks: int = 8
     threads: int = 2                     # CPU threads of the job (torch intra-op)
     gpu: bool = False                    # the job needs a GPU (cluster scheduling)
@@ -426,6 +428,8 @@ class FinetuneConfig(StrictConfig):
     eabf_skip_layers: int = 2
     clex_hidden: int = 32
     eval_multiples: list[int] = field(default_factory=lambda: [1, 2, 4])  # x l_train
+    # perplexity: chunks of the longest evaluation length; every shorter length (it must divide
+    # the longest) scores the same tokens in more chunks (lsa/evaluate/perplexity.py)
     eval_max_chunks: int = 8
     metric_samples: int = 16
     threads: int = 2
@@ -448,6 +452,9 @@ class FinetuneConfig(StrictConfig):
         self._non_empty_unique("eval_multiples")
         if min(self.eval_multiples) < 1:
             self._fail("eval_multiples", "every multiple of l_train must be >= 1")
+        if any(max(self.eval_multiples) % m for m in self.eval_multiples):
+            self._fail("eval_multiples", "every multiple must divide the largest (perplexity "
+                                         "scores every length on the same chunks)")
         for name in ("lora_r", "lora_alpha", "clex_hidden"):
             self._at_least(name, 1)
         self._at_least("eabf_skip_layers", 0)

@@ -100,8 +100,10 @@ def pretrain(pipe: PipelineConfig, progress: bool = True) -> Path:
                         run_config=cfg.to_dict(), progress=progress)
     else:  # a downloaded model is used where it lies (see base_model_path)
         summary = {"steps": 0, "note": f"base model from source {cfg.model.source}"}
+    # both windows on the same tokens: eval_max_chunks chunks of 2 x base_window
     ppl = perplexity(model, corpus.streams["validation"],
-                     [cfg.model.base_window, 2 * cfg.model.base_window], cfg.eval_max_chunks)
+                     [cfg.model.base_window, 2 * cfg.model.base_window],
+                     max_chunks=cfg.eval_max_chunks)
     from lsa.models import count_parameters
 
     metrics = {"run": "base", "data_source": corpus.source,
@@ -224,7 +226,7 @@ def finetune(pipe: PipelineConfig, name: str, progress: bool = True) -> Path:
     summary = train(model, corpus.streams["train"], folder, optim, objective, run.seed,
                     run_config=config, progress=progress)
     test = corpus.streams["test"]
-    ppl = perplexity(model, test, fcfg.eval_lengths(run), fcfg.eval_max_chunks)
+    ppl = perplexity(model, test, fcfg.eval_lengths(run), max_chunks=fcfg.eval_max_chunks)
     metric = misalignment_metric(model, test, l_train, fcfg.metric_samples, seed=run.seed)
     metrics = {"run": name, "method": run.method, "alpha": run.alpha, "seed": run.seed,
                "l_train": l_train, "base_window": pcfg.model.base_window,

@@ -1,7 +1,6 @@
-"""Books, tokenizer, token streams, perplexity, the trainer, runs and the cost benchmark."""
+"""Books, tokenizer, token streams, the trainer, runs and the cost benchmark."""
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -10,7 +9,6 @@ import torch
 from lsa import paths
 from lsa.data import books
 from lsa.data.tokens import TokenStream, train_tokenizer
-from lsa.evaluate.perplexity import perplexity
 from lsa.models import scratch_llama
 
 
@@ -84,11 +82,6 @@ def test_stream_build_sample_and_chunks(tokenizer, tmp_path):
     gen = lambda: torch.Generator().manual_seed(7)  # noqa: E731
     x, y = stream.sample(4, 10, gen()), stream.sample(4, 10, gen())
     assert x.shape == (4, 10) and torch.equal(x, y)
-    chunks = stream.chunks(16)
-    assert chunks.shape == (len(stream) // 16, 16)
-    assert torch.equal(chunks.flatten(), torch.from_numpy(stream.ids[: chunks.numel()].astype(
-        np.int64)))
-    assert stream.chunks(16, max_chunks=2).shape == (2, 16)
     with pytest.raises(ValueError, match="fewer than one"):
         stream.sample(1, len(stream) + 1, gen())
 
@@ -102,17 +95,6 @@ def model():
 @pytest.fixture(scope="module")
 def stream():
     return TokenStream(np.random.default_rng(0).integers(0, 64, 3000).astype(np.uint16), "t")
-
-
-def test_perplexity_equals_direct_loss(model, stream):
-    got = perplexity(model, stream, [16, 40], max_chunks=5, batch_size=2)
-    for length in (16, 40):
-        chunks = stream.chunks(length, 5)
-        losses = [model(input_ids=c[None], labels=c[None]).loss.item() for c in chunks]
-        # every chunk predicts length - 1 tokens, so the token-weighted mean is the plain mean
-        assert got[length]["nll"] == pytest.approx(sum(losses) / len(losses), rel=1e-5)
-        assert got[length]["ppl"] == pytest.approx(math.exp(got[length]["nll"]))
-        assert got[length]["tokens"] == 5 * (length - 1) and got[length]["chunks"] == 5
 
 
 def test_rope_parameters_for_methods():

@@ -2,9 +2,11 @@
 
 - ``train_tokenizer``: a byte-level BPE trained with ``tokenizers`` on the *training* books only,
   wrapped as a transformers ``PreTrainedTokenizerFast`` and cached.
-- ``TokenStream``: one split as a flat array of token ids (books joined by EOS), cached as
-  ``.npy``; yields batches of exact lengths, deterministic from a seed and a step number, and the
-  non-overlapping chunks of the perplexity protocol.
+- ``TokenStream``: one split as a flat array of token ids (every book followed by EOS), cached
+  as ``.npy``; yields batches of exact lengths, deterministic from a seed and a step number, and
+  the non-overlapping chunks of the perplexity protocol. Book boundaries are not stored: they
+  are the EOS positions (a stream made with ``build`` knows its EOS id; one made from bare ids
+  without ``eos_id`` is a single book), so the cache format is unchanged.
 """
 
 from __future__ import annotations
@@ -58,13 +60,14 @@ def tokenizer_fingerprint(tokenizer) -> str:
 
 
 class TokenStream:
-    """A split as one flat sequence of token ids."""
+    """A split as one flat sequence of token ids; ``eos_id`` closes every book (None: one book)."""
 
-    def __init__(self, ids: np.ndarray, name: str = ""):
+    def __init__(self, ids: np.ndarray, name: str = "", eos_id: int | None = None):
         if ids.ndim != 1:
             raise ValueError("a token stream is one-dimensional")
         self.ids = ids
         self.name = name
+        self.eos_id = eos_id
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -75,9 +78,9 @@ class TokenStream:
         key = _digest(tokenizer_fingerprint(tokenizer), *[f"{k}\n{books[k]}" for k in
                                                           sorted(books)])
         path = cache_dir / f"{name}-{key}.npy"
-        if path.exists():
-            return cls(np.load(path), name)
         eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
+        if path.exists():
+            return cls(np.load(path), name, eos)
         pieces = []
         for book in sorted(books):
             pieces.append(np.asarray(tokenizer(books[book])["input_ids"], dtype=np.int64))
@@ -90,7 +93,7 @@ class TokenStream:
         buf = _io.BytesIO()
         np.save(buf, ids)
         atomic_write_bytes(path, buf.getvalue())
-        return cls(ids, name)
+        return cls(ids, name, eos)
 
     def sample(self, n: int, length: int, generator: torch.Generator) -> torch.Tensor:
         """``n`` windows of exactly ``length`` tokens at uniformly random offsets."""
@@ -101,13 +104,31 @@ class TokenStream:
         idx = starts[:, None] + torch.arange(length)[None, :]
         return torch.from_numpy(self.ids[idx.numpy()].astype(np.int64))
 
-    def chunks(self, length: int, max_chunks: int | None = None) -> torch.Tensor:
-        """Non-overlapping chunks of exactly ``length`` tokens from the start (the remainder is
-        dropped): the CLEX perplexity protocol. Shape ``(n_chunks, length)``."""
-        n = len(self) // length
-        if max_chunks is not None:
-            n = min(n, max_chunks)
-        if n == 0:
-            raise ValueError(f"the {self.name or 'token'} stream has {len(self)} tokens, fewer "
-                             f"than one chunk of {length}")
-        return torch.from_numpy(self.ids[: n * length].astype(np.int64)).view(n, length)
+    def book_spans(self) -> np.ndarray:
+        """``(n_books, 2)`` half-open ``[start, end)`` of every book: its tokens and the EOS that
+        closes it (tokens after the last EOS form a book too)."""
+        ends = (np.flatnonzero(self.ids == self.eos_id) + 1 if self.eos_id is not None
+                else np.zeros(0, dtype=np.int64))
+        if not len(ends) or ends[-1] != len(self):
+            ends = np.append(ends, len(self))
+        return np.stack([np.concatenate([[0], ends[:-1]]), ends], axis=1)
+
+    def chunks(self, length: int, max_blocks: int | None = None, block: int | None = None
+               ) -> torch.Tensor:
+        """Non-overlapping chunks of exactly ``length`` tokens, each inside one book: the CLEX
+        perplexity protocol. Every book is cut into blocks of ``block`` tokens (default
+        ``length``; a multiple of it) from its first token, its remainder dropped; the first
+        ``max_blocks`` blocks in stream order (all when None) are each cut into
+        ``block // length`` chunks. Every ``length`` dividing the same ``block`` thus covers the
+        same tokens. Shape ``(n_chunks, length)``."""
+        block = block or length
+        if block % length:
+            raise ValueError(f"chunks of {length} tokens do not divide blocks of {block}")
+        starts = np.concatenate([np.arange(start, end - block + 1, block)
+                                 for start, end in self.book_spans()])[:max_blocks]
+        if len(starts) == 0:
+            raise ValueError(f"the {self.name or 'token'} stream ({len(self)} tokens) has fewer "
+                             f"than one chunk of {block} tokens inside a book")
+        offsets = np.arange(0, block, length)
+        index = (starts[:, None] + offsets[None, :]).reshape(-1, 1) + np.arange(length)
+        return torch.from_numpy(self.ids[index].astype(np.int64))

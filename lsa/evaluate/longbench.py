@@ -1,14 +1,37 @@
-"""LongBench-E (for the ``gpu-small`` / ``paper`` profiles): local files in the official format.
+"""LongBench-E: local files in the official format, scored as the official ``metrics.py``.
+
+**Status:** meant for the ``paper`` profile (Llama-2-7B runs), but not yet wired into a
+pipeline job: today only the tests reach this module.
 
 - Data: ``{dataset}_e.jsonl`` files of the user's LongBench download (fields ``input``,
   ``context``, ``answers``, ``length`` (words), ``all_classes``); the prompt and generation-length
   tables (``dataset2prompt.json``, ``dataset2maxlen.json``) from the benchmark's config folder.
 - Prompts longer than the model's budget are truncated in the middle (first half + last half of
   the tokens); greedy decoding of ``dataset2maxlen`` tokens; no chat template (base models).
-- Metrics per dataset as the official ``metrics.py`` defines them: token F1 after SQuAD-style
-  normalisation, ROUGE-L F, classification accuracy, retrieval and count accuracy, and edit
-  similarity for code (here ``difflib``'s ratio on the first non-comment line; the official
-  code uses fuzzywuzzy, which computes the same ratio without python-Levenshtein).
+- Metrics per dataset as THUDM/LongBench ``LongBench/metrics.py`` and ``eval.py`` compute them,
+  with the packages the benchmark uses (optional group ``lsa[longbench]``):
+
+  - token F1 after SQuAD-style normalisation;
+  - ROUGE-L F from the ``rouge`` package (``Rouge().get_scores([pred], [truth], avg=True)``):
+    summary-level, sentences split on ``.``, words counted as sets, ``F = 2PR / (P + R +
+    1e-8)``; 0 wherever the package raises (empty text, or a sentence pair too long for its
+    recursive LCS), as the official bare ``except``;
+  - classification accuracy: 1/k over the k class names found in the prediction, after the
+    official loop that removes proper substrings of the truth *while iterating*, so the name
+    after each removed one is not checked (kept);
+  - retrieval and count accuracy;
+  - code edit similarity: fuzzywuzzy's ``fuzz.ratio`` (an integer percentage, Python's
+    half-to-even ``round``) / 100 on the first line without a backtick, ``#`` or ``//``.
+    It is computed as ``round(rapidfuzz.fuzz.ratio(a, b)) / 100``, which reproduces
+    fuzzywuzzy 0.18 with python-Levenshtein >= 0.14 (its ``ratio`` is rapidfuzz's normalised
+    InDel similarity, ``2 LCS / (|a| + |b|)``) bit for bit. fuzzywuzzy with the old C
+    python-Levenshtein (0.12: ``(n - d) / n``) gives the same integers except, rarely, at an
+    exact half-percent tie (``1 - d/n`` lands a hair above it: ``"x"+"b"*39`` vs ``"x"+"c"*39``
+    is 3 here, 2 there). Its pure-``difflib`` fallback differs: greedy Ratcliff/Obershelp
+    blocks (never more than the LCS; junk heuristic from 200 characters) score lower, e.g.
+    ``"return 1 + x"`` vs ``"return x - 1"``: 67 there, 75 here.
+- The official first-line rule: ``trec``, ``triviaqa``, ``samsum`` (and ``lsht``) score only
+  the first line of the prediction; a sample's score is its best over the reference answers.
 - LongBench-E buckets by word count: 0-4k, 4-8k, 8k+; a dataset's score is the mean over
   samples x 100 per bucket and overall. **Averaging rule (ours; the official script stops at
   per-dataset scores):** the LongBench-E score is the unweighted mean over datasets of their
@@ -17,7 +40,7 @@
 
 from __future__ import annotations
 
-import difflib
+import importlib
 import json
 import re
 import string
@@ -53,34 +76,36 @@ def qa_f1_score(prediction: str, truth: str, **_: Any) -> float:
     return f1_tokens(normalize_answer(prediction).split(), normalize_answer(truth).split())
 
 
-def _lcs(a: list[str], b: list[str]) -> int:
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b):
-            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
-        prev = cur
-    return prev[-1]
+def _package(name: str):
+    """An optional dependency of the ``longbench`` group, with an error that says how to get it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        raise ImportError(f"LongBench metrics need the {name!r} package: pip install "
+                          "'lsa[longbench]'") from err
 
 
 def rouge_score(prediction: str, truth: str, **_: Any) -> float:
-    """ROUGE-L F-measure on white-space tokens (0 when either side is empty)."""
-    p, t = prediction.split(), truth.split()
-    if not p or not t:
+    """ROUGE-L F of the ``rouge`` package, summary-level; 0 where the package raises."""
+    scorer = _package("rouge").Rouge()
+    try:
+        return scorer.get_scores([prediction], [truth], avg=True)["rouge-l"]["f"]
+    except Exception:  # the official code's bare except (ValueError, RecursionError)
         return 0.0
-    lcs = _lcs(p, t)
-    if lcs == 0:
-        return 0.0
-    precision, recall = lcs / len(p), lcs / len(t)
-    return 2 * precision * recall / (precision + recall)
 
 
 def classification_score(prediction: str, truth: str, all_classes: list[str] | None = None,
                          **_: Any) -> float:
-    """1/k when the truth is among the k classes named in the prediction (longest names win
-    over their substrings), else 0."""
+    """1/k when the truth is among the k class names left in the prediction, else 0. Names that
+    are proper substrings of the truth are dropped as the official loop drops them: removed
+    from the list it is iterating over, so the name that slides into the freed slot is skipped
+    (never checked, kept)."""
     matches = [c for c in (all_classes or []) if c in prediction]
-    matches = [m for m in matches if not (m in truth and m != truth)]
+    i = 0
+    while i < len(matches):
+        if matches[i] in truth and matches[i] != truth:
+            del matches[i]  # the next name slides into slot i and is stepped over
+        i += 1
     return 1.0 / len(matches) if truth in matches else 0.0
 
 
@@ -100,12 +125,14 @@ def count_score(prediction: str, truth: str, **_: Any) -> float:
 
 
 def code_sim_score(prediction: str, truth: str, **_: Any) -> float:
+    """fuzzywuzzy's ``fuzz.ratio`` / 100 (an integer percentage) of the first line that has no
+    backtick, ``#`` or ``//`` ("" when there is none) against the truth."""
     line = ""
     for candidate in prediction.lstrip("\n").split("\n"):
         if "`" not in candidate and "#" not in candidate and "//" not in candidate:
             line = candidate
             break
-    return difflib.SequenceMatcher(None, line, truth).ratio()
+    return round(_package("rapidfuzz.fuzz").ratio(line, truth)) / 100
 
 
 METRICS: dict[str, Callable[..., float]] = {

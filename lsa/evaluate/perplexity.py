@@ -1,5 +1,13 @@
 """Perplexity, CLEX protocol: non-overlapping chunks of exactly L tokens from held-out books,
-one forward pass per chunk, token-weighted mean NLL over all chunks, ``exp`` of it."""
+one forward pass per chunk, token-weighted mean NLL over all chunks, ``exp`` of it.
+
+Every evaluation length scores the same token span, so lengths differ in context, not in text:
+the span is ``max_chunks`` blocks of the *longest* length ``L_max``, laid from the start of each
+book in stream order (a book's remainder shorter than ``L_max`` is dropped, so no chunk crosses
+a book boundary); a length ``L`` cuts every block into ``L_max / L`` chunks, so every length
+must divide the longest. ``tokens`` counts predicted tokens: ``L - 1`` per chunk (the first
+token of a chunk has no context), so shorter lengths predict slightly fewer of the span's tokens.
+"""
 
 from __future__ import annotations
 
@@ -22,13 +30,18 @@ def chunk_nll(model, chunk: torch.Tensor) -> tuple[float, int]:
 @torch.no_grad()
 def perplexity(model, stream, lengths: list[int], max_chunks: int | None = None,
                batch_size: int = 1, progress: bool = False) -> dict[int, dict[str, float]]:
-    """``{L: {"ppl", "nll", "tokens", "chunks"}}`` for every evaluation length ``L``."""
+    """``{L: {"ppl", "nll", "tokens", "chunks"}}`` for every evaluation length ``L``, all on the
+    span of ``max_chunks`` chunks of the longest length (the whole stream's books when None)."""
+    longest = max(lengths)
+    if any(longest % length for length in lengths):
+        raise ValueError(f"perplexity lengths {lengths} must divide the longest one ({longest}):"
+                         " every length scores the same span of chunks of the longest length")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     out: dict[int, dict[str, float]] = {}
     for length in lengths:
-        chunks = stream.chunks(length, max_chunks)
+        chunks = stream.chunks(length, max_chunks, block=longest)
         total, count = 0.0, 0
         for start in tqdm(range(0, len(chunks), batch_size), desc=f"ppl@{length}",
                           disable=not progress):
