@@ -5,7 +5,8 @@
     python -m lsa fetch    books                        fetch the book corpus into data/
     python -m lsa pretrain [--profile P]                the profile's base model (a run folder)
     python -m lsa finetune --run NAME [--profile P]     one context-extension run
-    python -m lsa babilong --run NAME [--profile P]     one BABILong fine-tuning run
+    python -m lsa babilong --run NAME [--profile P]     one BABILong fine-tuning run (train design)
+    python -m lsa babilong-eval --run NAME [--profile P] a finetune run on BABILong (evaluate design)
     python -m lsa bench    misalign [--quick]           cost of CE + SCE vs CE only
 """
 
@@ -66,13 +67,17 @@ def _pretrain(args) -> int:
 
 
 def _run(args) -> int:
-    """One run of the kind named by the subcommand (finetune or babilong)."""
+    """One run of the kind named by the subcommand (finetune, babilong or babilong-eval)."""
     from lsa import runs
 
     _set_threads(args)
     pipe = load_config(profile=args.profile)
-    pipe.settings[args.command].run(args.run)  # type: ignore[attr-defined]  # unknown: fail early
-    job = runs.finetune if args.command == "finetune" else runs.babilong_run
+    if args.command == "babilong-eval":
+        pipe.babilong_eval_run(args.run)  # unknown run or train design: fail early
+        job = runs.babilong_evaluate
+    else:
+        pipe.settings[args.command].run(args.run)  # type: ignore[attr-defined]  # unknown: fail early
+        job = runs.finetune if args.command == "finetune" else runs.babilong_run
     print(job(pipe, args.run, progress=not args.no_progress))
     return 0
 
@@ -99,12 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_fetch)
     for name, func, helptext in (("pretrain", _pretrain, "train or load the base model"),
                                  ("finetune", _run, "one context-extension run"),
-                                 ("babilong", _run, "one BABILong fine-tuning run")):
+                                 ("babilong", _run, "one BABILong fine-tuning run"),
+                                 ("babilong-eval", _run, "evaluate a finetune run on BABILong")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--profile", choices=PROFILES)
         p.add_argument("--no-progress", action="store_true")
         p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-        if name in ("finetune", "babilong"):
+        if name != "pretrain":
             p.add_argument("--run", required=True, help="a run name (python -m lsa config shows them)")
         p.set_defaults(func=func)
     p = sub.add_parser("bench", help="measure the regularizer's time and memory cost")

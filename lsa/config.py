@@ -521,8 +521,18 @@ class RunsViewConfig(StrictConfig):
 
 @dataclass
 class BabilongConfig(StrictConfig):
-    """Section 5.4 (mini): fine-tune the base model on BABILong samples at l_train with CE and
-    with CE + alpha * SCE, then measure accuracy by task x length, and QA1 by fact depth."""
+    """Section 5.4: BABILong accuracy by task x length, and QA1 by fact depth, in one of two
+    designs (``design``):
+
+    - ``train`` (mini, smoke): a model of a few million parameters cannot follow instructions,
+      so the base model is fine-tuned on BABILong samples at l_train with CE and with
+      CE + alpha * SCE, then prompted with the bare format (``lsa.runs.babilong_run``);
+    - ``evaluate`` (gpu-small, paper; the paper's experiment): the fine-tuning section's runs
+      (``finetune_runs``) are evaluated with the benchmark's own prompts at ``eval_lengths``
+      and, for ``depth_task``, at ``eval_depths`` (``lsa.runs.babilong_evaluate``).
+
+    ``tasks``, ``test_samples``, ``depth_task``, ``threads`` and ``gpu`` serve both designs; the
+    fields from ``design`` on serve the evaluate design only, the others the train design."""
 
     _section: typing.ClassVar[str] = "babilong"
 
@@ -545,6 +555,19 @@ class BabilongConfig(StrictConfig):
     max_new_tokens: int = 4
     threads: int = 2
     gpu: bool = False
+    # --- the evaluate design (gpu-small, paper): the paper evaluates its Table 2 models
+    design: Literal["train", "evaluate"] = "train"  # train: fine-tune on BABILong (mini, smoke)
+    finetune_runs: list[str] | None = None  # finetune runs to evaluate; null: all of them
+    prompts_file: str | None = None      # the benchmark's babilong/prompts.py; null: looked for
+    #                                      in $LSA_DATA_DIR/babilong/, then data/babilong/
+    prompt_parts: list[Literal["instruction", "examples", "post_prompt"]] = field(
+        default_factory=lambda: ["instruction", "examples", "post_prompt"])  # [] = bare template
+    eval_lengths: list[int] = field(      # Table 6: context + question, in the model's tokens
+        default_factory=lambda: [4096, 8192, 16384])
+    eval_depths: list[float] = field(     # Table 7: where the facts sit (fraction of context)
+        default_factory=lambda: [0.0, 0.25, 0.5, 0.75])
+    eval_depth_length: int = 16384        # Table 7's input length
+    eval_max_new_tokens: int = 20         # greedy tokens per answer, as the benchmark generates
 
     def validate(self) -> None:
         if self.profile not in PROFILES:
@@ -566,8 +589,30 @@ class BabilongConfig(StrictConfig):
             self._fail("depths", "every depth must be a fraction in [0, 1]")
         if self.depth_task not in self.tasks:
             self._fail("depth_task", f"must be one of the tasks ({', '.join(self.tasks)})")
+        self._validate_evaluate()
+
+    def _validate_evaluate(self) -> None:
+        if self.finetune_runs is not None:
+            if not self.finetune_runs:
+                self._fail("finetune_runs", "the evaluate design needs at least one fine-tuning "
+                                            "run to evaluate (null: every run of finetune)")
+            self._non_empty_unique("finetune_runs")
+        if len(set(self.prompt_parts)) != len(self.prompt_parts):
+            self._fail("prompt_parts", "must not repeat an entry")
+        for name in ("eval_lengths", "eval_depths"):
+            self._non_empty_unique(name)
+        if min(self.eval_lengths) < 32:
+            self._fail("eval_lengths", "every length must be >= 32 tokens")
+        self._at_least("eval_depth_length", 32)
+        self._at_least("eval_max_new_tokens", 1)
+        if not all(0.0 <= d <= 1.0 for d in self.eval_depths):
+            self._fail("eval_depths", "every depth must be a fraction in [0, 1]")
 
     def all_runs(self) -> list[RunConfig]:
+        """The BABILong training runs (train design); none in the evaluate design, whose jobs
+        are ``PipelineConfig.babilong_eval_runs``."""
+        if self.design == "evaluate":
+            return []
         return [RunConfig(name=f"babilong_{grid_run_name(self.method, a, s)}",
                           method=self.method, alpha=a, seed=s, ce_on="b")
                 for s in self.seeds for a in self.alphas]
@@ -671,6 +716,35 @@ class PipelineConfig:
     def babilong_run_id(self, name: str) -> str:
         return f"{name}-{digest(self.babilong_run_config(name))}"
 
+    def babilong_eval_runs(self) -> list[RunConfig]:
+        """The fine-tuning runs BABILong evaluates (evaluate design; none in the train design)."""
+        bl = self.settings["babilong"]
+        if bl.design != "evaluate":  # type: ignore[attr-defined]
+            return []
+        ft = self.settings["finetune"]
+        names = bl.finetune_runs  # type: ignore[attr-defined]
+        runs = ft.all_runs()  # type: ignore[attr-defined]
+        return runs if names is None else [ft.run(n) for n in names]  # type: ignore[attr-defined]
+
+    def babilong_eval_run(self, name: str) -> RunConfig:
+        bl = self.settings["babilong"]
+        if bl.design != "evaluate":  # type: ignore[attr-defined]
+            raise ConfigError(f"babilong.design = {bl.design!r}: fine-tuning runs are evaluated "  # type: ignore[attr-defined]
+                              "on BABILong in the evaluate design only (set design: evaluate)")
+        return find_run(self.babilong_eval_runs(), name, "babilong.finetune_runs")
+
+    def babilong_eval_run_config(self, name: str) -> dict[str, Any]:
+        """What determines one evaluation's result: the evaluated run and the test settings
+        (the prompts file is recorded by its checksum in the metrics, not here)."""
+        bl = self.settings["babilong"].to_dict()
+        keys = ("tasks", "test_samples", "depth_task", "prompt_parts", "eval_lengths",
+                "eval_depths", "eval_depth_length", "eval_max_new_tokens")
+        return {"finetune": self.finetune_run_id(self.babilong_eval_run(name).name),
+                "seed": self.seed, **{k: bl[k] for k in keys}}
+
+    def babilong_eval_run_id(self, name: str) -> str:
+        return f"babilong-eval_{name}-{digest(self.babilong_eval_run_config(name))}"
+
     def notebook_parameters(self, section: str) -> dict[str, Any]:
         """The parameters papermill passes to the section's notebook.
 
@@ -699,6 +773,16 @@ def _merge(base: dict, override: dict) -> dict:
         else:
             out[key] = value
     return out
+
+
+def _check_babilong_runs(settings: dict[str, StrictConfig], where: str) -> None:
+    """The runs ``babilong.finetune_runs`` names exist in ``finetune`` (evaluate design)."""
+    names = settings["babilong"].finetune_runs  # type: ignore[attr-defined]
+    known = [r.name for r in settings["finetune"].all_runs()]  # type: ignore[attr-defined]
+    for name in names or []:
+        if name not in known:
+            raise ConfigError(f"{where}.finetune_runs = {names!r}: no fine-tuning run named "
+                              f"{name!r}; finetune's runs: {', '.join(known)}")
 
 
 def load_config(path: str | Path | None = None, profile: str | None = None,
@@ -744,6 +828,7 @@ def from_mapping(raw: dict[str, Any], profile: str | None = None) -> PipelineCon
             if key in cls.field_names():
                 data.setdefault(key, value)
         settings[name] = cls.from_dict(data, prefix=f"profiles.{profile}.{name}")
+    _check_babilong_runs(settings, f"profiles.{profile}.babilong")
     sections = {
         key: SectionSpec.from_dict(spec, prefix=f"sections.{key}")
         for key, spec in (raw.get("sections") or {}).items()

@@ -22,6 +22,8 @@ def check_runs(pipe: PipelineConfig) -> list[str]:
                     for r in pipe.settings["finetune"].all_runs()})  # type: ignore[attr-defined]
     folders.update({r.name: pipe.babilong_run_id(r.name)
                     for r in pipe.settings["babilong"].all_runs()})  # type: ignore[attr-defined]
+    folders.update({f"babilong-eval_{r.name}": pipe.babilong_eval_run_id(r.name)
+                    for r in pipe.babilong_eval_runs()})
     ft = pipe.settings["finetune"]
     for name, run_id in folders.items():
         folder = paths.results_dir(profile) / "runs" / run_id
@@ -33,7 +35,7 @@ def check_runs(pipe: PipelineConfig) -> list[str]:
             continue
         if name == "base":
             ppl = metrics.get("validation_perplexity", {})
-        elif name.startswith("babilong_"):
+        elif name.startswith(("babilong_", "babilong-eval_")):
             ppl = {}
             rows = metrics.get("accuracy", [])
             if not rows or not all(isinstance(r.get("correct"), bool) for r in rows):

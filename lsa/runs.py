@@ -1,4 +1,6 @@
-"""Runs as pipeline jobs: the base model and the context-extension runs.
+"""Runs as pipeline jobs: the base model, the context-extension runs and BABILong (train
+design: fine-tuning on BABILong, mini and smoke; evaluate design: a finished context-extension
+run evaluated with the benchmark's prompts, gpu-small and paper).
 
 A run is identified by its configuration (``lsa.config.run_id``); its folder
 ``results/<profile>/runs/<run_id>/`` holds ``config.json``, ``metrics.jsonl``, ``model/``,
@@ -27,21 +29,31 @@ class Corpus:
     source: str
 
 
-def prepare_corpus(cfg: PretrainConfig, tokenizer=None) -> Corpus:
-    """Books -> tokenizer (trained on the training books, unless given) -> token streams."""
-    from lsa.data.books import load_books, load_hub_books
-    from lsa.data.tokens import TokenStream, train_tokenizer
+def book_texts(cfg: PretrainConfig, splits: tuple[str, ...] = ("train", "validation", "test")
+               ) -> tuple[dict[str, dict[str, str]], str]:
+    """``{split: {book: text}}`` of the configured book source (a hub dataset is read for the
+    asked ``splits`` only) and the source's name."""
+    from lsa.data.books import SPLIT_NAMES, load_books, load_hub_books
 
     data = cfg.data
     if data.books_source == "hub":
-        texts = load_hub_books(data.hub_dataset, dict(zip(("train", "validation", "test"),
-                                                          data.hub_books)))
+        counts = dict(zip(SPLIT_NAMES, data.hub_books))
+        texts = load_hub_books(data.hub_dataset,
+                               {s: counts[s] if s in splits else 0 for s in SPLIT_NAMES})
         source = f"hub:{data.hub_dataset}"
     else:
         texts, source = load_books(data.books_dir)
+    return {s: texts[s] for s in splits}, source
+
+
+def prepare_corpus(cfg: PretrainConfig, tokenizer=None) -> Corpus:
+    """Books -> tokenizer (trained on the training books, unless given) -> token streams."""
+    from lsa.data.tokens import TokenStream, train_tokenizer
+
+    texts, source = book_texts(cfg)
     if tokenizer is None:
         tokenizer = train_tokenizer([texts["train"][k] for k in sorted(texts["train"])],
-                                    data.vocab_size, paths.CACHE / "tokenizers")
+                                    cfg.data.vocab_size, paths.CACHE / "tokenizers")
     streams = {split: TokenStream.build(tokenizer, books, paths.CACHE / "tokens", split)
                for split, books in texts.items()}
     return Corpus(tokenizer, streams, source)
@@ -302,4 +314,112 @@ def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path
                "accuracy": rows, "depth": depth_rows, "train": summary}
     save_metrics(folder, metrics, config, started=started)
     finish(folder, summary)
+    return folder
+
+
+def load_finetuned(pipe: PipelineConfig, name: str):
+    """A finished fine-tuning run's model, rebuilt as it was trained (the method's RoPE and
+    attention, CLEX module, LoRA adapters: ``build_for_run``) with the weights its ``model/``
+    holds, in eval mode on the GPU when there is one; and the base model's tokenizer.
+    Returns (model, tokenizer, run)."""
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    folder, run = run_folder(pipe, "finetune", name)
+    if not is_finished(folder):
+        raise FileNotFoundError(f"the fine-tuning run {folder} is not finished: run "
+                                f"`python -m lsa finetune --run {name} --profile {pipe.profile}` "
+                                "first")
+    fcfg: FinetuneConfig = pipe.settings["finetune"]  # type: ignore[assignment]
+    model, spec = build_for_run(pipe, run, fcfg.l_train_of(run))
+    files = sorted((folder / "model").glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{folder / 'model'} holds no .safetensors weights")
+    if spec.lora:  # peft saved the adapters (and any modules_to_save) only
+        from peft import set_peft_model_state_dict
+
+        lora_missing: set[str] | None = None
+        for file in files:
+            result = set_peft_model_state_dict(model, load_file(file))
+            if result.unexpected_keys:
+                raise ValueError(f"{file}: weights the rebuilt model lacks: "
+                                 f"{result.unexpected_keys[:5]}")
+            missing_here = {k for k in result.missing_keys if "lora_" in k}
+            lora_missing = missing_here if lora_missing is None else lora_missing & missing_here
+        if lora_missing:
+            raise ValueError(f"{folder / 'model'} lacks LoRA weights: {sorted(lora_missing)[:5]}")
+    else:
+        expected = set(model.state_dict())
+        loaded: set[str] = set()
+        for file in files:  # shard by shard: one shard in memory at a time
+            shard = load_file(file)
+            unexpected = sorted(set(shard) - expected)
+            if unexpected:
+                raise ValueError(f"{file}: weights the rebuilt model lacks: {unexpected[:5]}")
+            model.load_state_dict(shard, strict=False)
+            loaded.update(shard)
+        tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+        missing = sorted(expected - loaded - tied)
+        if missing:
+            raise ValueError(f"{folder / 'model'} lacks weights of the model: {missing[:5]}")
+    if torch.cuda.is_available() and not spec.quantize_4bit:  # NF4 weights are placed on load
+        model = model.to("cuda")
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(finished_base(pipe) / "tokenizer")
+    return model, tokenizer, run
+
+
+def babilong_evaluate(pipe: PipelineConfig, name: str, progress: bool = True) -> Path:
+    """BABILong, evaluate design (gpu-small, paper; the paper's Sec. 5.4): the finished
+    fine-tuning run ``name`` answers BABILong samples built from the test books with the
+    benchmark's own prompts (``lsa.evaluate.babilong_prompts``), greedy decoding: accuracy by
+    task x ``eval_lengths``, and ``depth_task`` by ``eval_depths`` at ``eval_depth_length``.
+    Lengths (context + question) are measured in the evaluated model's tokens; every evaluated
+    run sees the same samples. Its folder ``babilong-eval_<name>-<digest>`` follows the run
+    layout (``train_summary.json`` last, with no training); reused when finished."""
+    from lsa.config import BabilongConfig
+    from lsa.data.babi import load_babi
+    from lsa.data.babilong import split_sentences
+    from lsa.evaluate.babilong import evaluate_grid
+    from lsa.evaluate.babilong_prompts import locate_prompts, read_prompts
+    from lsa.io import write_json
+    from lsa.train import finish
+
+    pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
+    bcfg: BabilongConfig = pipe.settings["babilong"]  # type: ignore[assignment]
+    folder = run_dir(bcfg.profile, pipe.babilong_eval_run_id(name))
+    if is_finished(folder):
+        return folder
+    prompts = read_prompts(locate_prompts(bcfg.prompts_file), bcfg.tasks)  # before any model
+    started = time.time()
+    seed_everything(pipe.seed)
+    model, tokenizer, run = load_finetuned(pipe, name)
+    texts, books_source = book_texts(pcfg, ("test",))
+    haystack = [s for book in texts["test"].values() for s in split_sentences(book)]
+    test, sources = {}, {}
+    for task in bcfg.tasks:
+        test[task], sources[task] = load_babi(task, "test", None, seed=1000 + pipe.seed)
+
+    def grid(task: str, lengths: list[int], depths: list[float] | None) -> list[dict]:
+        return evaluate_grid(model, tokenizer, {task: test[task]}, haystack, lengths,
+                             bcfg.test_samples, seed=pipe.seed, depths=depths,
+                             max_new_tokens=bcfg.eval_max_new_tokens,
+                             template=prompts.template_for(task, bcfg.prompt_parts),
+                             progress=progress)
+
+    rows = [row for task in bcfg.tasks for row in grid(task, list(bcfg.eval_lengths), None)]
+    depth_rows = grid(bcfg.depth_task, [bcfg.eval_depth_length], list(bcfg.eval_depths))
+    fcfg: FinetuneConfig = pipe.settings["finetune"]  # type: ignore[assignment]
+    config = pipe.babilong_eval_run_config(name)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "config.json", config)
+    metrics = {"run": name, "design": "evaluate", "finetune_run": pipe.finetune_run_id(name),
+               "method": run.method, "alpha": run.alpha, "seed": run.seed,
+               "l_train": fcfg.l_train_of(run), "base_window": pcfg.model.base_window,
+               "babi_source": sources, "books_source": books_source,
+               "prompts": prompts.provenance(bcfg.prompt_parts),
+               "max_new_tokens": bcfg.eval_max_new_tokens, "accuracy": rows, "depth": depth_rows}
+    save_metrics(folder, metrics, config, started=started)
+    finish(folder, {"steps": 0, "evaluated": pipe.finetune_run_id(name),
+                    "wall_time_s": round(time.time() - started, 2)})
     return folder

@@ -33,6 +33,7 @@ BASE_MODULES = [
 ]
 RUN_MODULES = BASE_MODULES + ["lsa/extend/attention.py", "lsa/extend/clex.py"]
 BABILONG_MODULES = ["lsa/data/babi.py", "lsa/data/babilong.py", "lsa/evaluate/babilong.py"]
+BABILONG_EVAL_MODULES = BABILONG_MODULES + ["lsa/evaluate/babilong_prompts.py"]
 
 
 def run_output(run_id):
@@ -48,8 +49,19 @@ FINETUNE_OUTPUTS = {
     run.name: run_output(PIPE.finetune_run_id(run.name))
     for run in PIPE.settings["finetune"].all_runs()
 }
+# BABILong, train design (mini, smoke): fine-tuning runs on BABILong samples
 BABILONG_OUTPUTS = {
     run.name: run_output(PIPE.babilong_run_id(run.name))
     for run in PIPE.settings["babilong"].all_runs()
 }
-RUN_OUTPUTS = {"finetune": FINETUNE_OUTPUTS, "babilong": BABILONG_OUTPUTS}
+# BABILong, evaluate design (gpu-small, paper): finished fine-tuning runs evaluated with the
+# benchmark's prompts, keyed by the fine-tuning run's name
+BABILONG_EVAL_OUTPUTS = {
+    run.name: run_output(PIPE.babilong_eval_run_id(run.name)) for run in PIPE.babilong_eval_runs()
+}
+TRAINING_OUTPUTS = {"finetune": FINETUNE_OUTPUTS, "babilong": BABILONG_OUTPUTS}
+# what a section's `uses_runs` reads: for babilong, the runs of whichever design is configured
+RUN_OUTPUTS = {
+    "finetune": FINETUNE_OUTPUTS,
+    "babilong": {**BABILONG_OUTPUTS, **BABILONG_EVAL_OUTPUTS},
+}

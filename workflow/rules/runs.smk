@@ -22,8 +22,9 @@ rule base_model:
         "> {log:q} 2>&1"
 
 
-# one rule per run: fine-tuning (python -m lsa finetune) and BABILong (python -m lsa babilong)
-for _kind, _outputs in RUN_OUTPUTS.items():
+# one rule per training run: fine-tuning (python -m lsa finetune) and BABILong, train design
+# (python -m lsa babilong)
+for _kind, _outputs in TRAINING_OUTPUTS.items():
     for _name, _output in _outputs.items():
 
         rule:
@@ -49,3 +50,30 @@ for _kind, _outputs in RUN_OUTPUTS.items():
             shell:
                 "python -m lsa {params.kind} --profile {params.profile} --run {params.run:q} "
                 "--threads {threads} --no-progress > {log:q} 2>&1"
+
+
+# BABILong, evaluate design: one rule per evaluated fine-tuning run, whose folder is its input
+for _name, _output in BABILONG_EVAL_OUTPUTS.items():
+
+    rule:
+        name:
+            f"babilong_eval_{rule_name(_name)}"
+        input:
+            RUN_MODULES + BABILONG_EVAL_MODULES,
+            finetuned=FINETUNE_OUTPUTS[_name],
+        output:
+            _output,
+        params:
+            profile=PROFILE,
+            run=_name,
+        log:
+            f"logs/{PROFILE}/babilong-eval_{_name}.log",
+        threads: PIPE.settings["babilong"].threads
+        resources:
+            mem_mb=4000,
+            gpu=int(PIPE.settings["babilong"].gpu),
+        conda:
+            "../../environment.yml"
+        shell:
+            "python -m lsa babilong-eval --profile {params.profile} --run {params.run:q} "
+            "--threads {threads} --no-progress > {log:q} 2>&1"
