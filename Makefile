@@ -11,7 +11,7 @@ PROFILE ?= mini
 CORES ?= all
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help install test reproduce bench lab lint clean-results
+.PHONY: help install test reproduce publish report bench lab lint clean-results
 
 help:
 	@sed -n '2,4p' Makefile
@@ -30,9 +30,19 @@ test: install
 	$(BIN)/python -m pytest
 
 reproduce: install
-	$(BIN)/python -m lsa fetch books
-	$(BIN)/snakemake --cores $(CORES) --config profile=$(PROFILE)
-	$(BIN)/python -m lsa check --profile $(PROFILE)
+	@start=$$(date +%s); set -e; \
+	$(BIN)/python -m lsa fetch books; \
+	$(BIN)/snakemake --cores $(CORES) --config profile=$(PROFILE); \
+	$(BIN)/python -m lsa check --profile $(PROFILE); \
+	$(BIN)/python -m lsa timings --profile $(PROFILE) --record-since $$start --cores "$(CORES)"
+
+# a committed snapshot of the last `make reproduce` (docs/results/<profile>/)
+publish: install
+	$(BIN)/python -m lsa publish --profile $(PROFILE)
+
+# an HTML report of the last run (runtimes, rules, provenance) made by Snakemake itself
+report: install
+	$(BIN)/snakemake --config profile=$(PROFILE) --report results/$(PROFILE)/snakemake_report.html
 
 bench: install
 	$(BIN)/python -m lsa bench misalign

@@ -8,6 +8,8 @@
     python -m lsa babilong --run NAME [--profile P]     one BABILong fine-tuning run (train design)
     python -m lsa babilong-eval --run NAME [--profile P] a finetune run on BABILong (evaluate design)
     python -m lsa bench    misalign [--quick]           cost of CE + SCE vs CE only
+    python -m lsa timings  [--profile P]                where a profile's time went
+    python -m lsa publish  [--profile P]                snapshot into docs/results/ (committed)
 """
 
 from __future__ import annotations
@@ -88,6 +90,29 @@ def _bench(args) -> int:
     return bench_main(args)
 
 
+def _timings(args) -> int:
+    from lsa import timings
+    from lsa.config import load_config
+
+    profile = load_config(profile=args.profile).profile
+    if args.record_since is not None:
+        timings.record_reproduce(profile, args.record_since, args.cores)
+    print(timings.markdown(profile), end="")
+    return 0
+
+
+def _publish(args) -> int:
+    from lsa.config import load_config
+    from lsa.publish import NotPublishable, publish
+
+    try:
+        print(publish(load_config(profile=args.profile).profile))
+    except NotPublishable as exc:
+        print(f"not published: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lsa", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -120,6 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="JSON output (default results/bench/misalign.json)")
     p.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_bench)
+    p = sub.add_parser("timings", help="where a profile's time went (from the pipeline's "
+                       "benchmark files)")
+    p.add_argument("--profile", choices=PROFILES)
+    p.add_argument("--record-since", type=float, help=argparse.SUPPRESS)  # make reproduce
+    p.add_argument("--cores", default="?", help=argparse.SUPPRESS)
+    p.set_defaults(func=_timings)
+    p = sub.add_parser("publish", help="copy a finished profile's report into docs/results/")
+    p.add_argument("--profile", choices=PROFILES)
+    p.set_defaults(func=_publish)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

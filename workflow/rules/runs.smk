@@ -11,6 +11,8 @@ rule base_model:
         profile=PROFILE,
     log:
         f"logs/{PROFILE}/base_model.log",
+    benchmark:
+        f"logs/{PROFILE}/benchmarks/base_model.tsv"
     threads: PIPE.settings["pretrain"].threads
     resources:
         mem_mb=4000,
@@ -41,6 +43,8 @@ for _kind, _outputs in TRAINING_OUTPUTS.items():
                 run=_name,
             log:
                 f"logs/{PROFILE}/{_kind}_{_name}.log",
+            benchmark:
+                f"logs/{PROFILE}/benchmarks/{_kind}_{_name}.tsv"
             threads: PIPE.settings[_kind].threads
             resources:
                 mem_mb=4000,
@@ -68,6 +72,8 @@ for _name, _output in BABILONG_EVAL_OUTPUTS.items():
             run=_name,
         log:
             f"logs/{PROFILE}/babilong-eval_{_name}.log",
+        benchmark:
+            f"logs/{PROFILE}/benchmarks/babilong-eval_{_name}.tsv"
         threads: PIPE.settings["babilong"].threads
         resources:
             mem_mb=4000,

@@ -21,6 +21,8 @@ for _key, _spec in PIPE.sections.items():
             "../../environment.yml"
         log:
             f"logs/{PROFILE}/{_key}.log",
+        benchmark:
+            f"logs/{PROFILE}/benchmarks/section_{_key}.tsv"
         threads: _spec.threads
         resources:
             mem_mb=_spec.mem_mb,

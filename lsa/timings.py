@@ -1,0 +1,151 @@
+"""Where a profile's time went: the pipeline's own measurements, summarised.
+
+Every Snakemake rule writes a benchmark file (``logs/<profile>/benchmarks/<job>.tsv``: wall
+seconds ``s``, ``cpu_time``, ``max_rss`` in MB, ...); every run folder records its training wall
+time (``train_summary.json``) and its whole job's (``run_info.json``), so a run's evaluation time
+is the difference. ``make reproduce`` records the end-to-end wall time in
+``logs/<profile>/reproduce.json``. Nothing here is estimated: a job that did not run in the last
+pipeline invocation keeps the benchmark file of the run that made it.
+
+    python -m lsa timings --profile mini
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from lsa import paths
+
+#: job-name prefixes -> kind, first match wins
+KINDS = (("base_model", "base model"), ("finetune_", "fine-tuning run"),
+         ("babilong-eval_", "BABILong evaluation"), ("babilong_", "BABILong run"),
+         ("section_", "notebook"))
+
+
+def logs_dir(profile: str) -> Path:
+    return paths.output_root() / "logs" / profile
+
+
+def reproduce_file(profile: str) -> Path:
+    return logs_dir(profile) / "reproduce.json"
+
+
+def kind_of(job: str) -> str:
+    for prefix, kind in KINDS:
+        if job.startswith(prefix):
+            return kind
+    return "other"
+
+
+def job_times(profile: str) -> list[dict[str, Any]]:
+    """One row per benchmarked job: name, kind, wall and CPU seconds, peak resident MB."""
+    rows = []
+    for tsv in sorted((logs_dir(profile) / "benchmarks").glob("*.tsv")):
+        with open(tsv, newline="") as fh:
+            records = list(csv.DictReader(fh, delimiter="\t"))
+        if not records:
+            continue
+        last = records[-1]
+        rows.append({"job": tsv.stem, "kind": kind_of(tsv.stem), "wall_s": float(last["s"]),
+                     "cpu_s": _number(last.get("cpu_time")),
+                     "max_rss_mb": _number(last.get("max_rss"))})
+    return rows
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def run_split(folder: Path) -> dict[str, float] | None:
+    """Training and evaluation seconds of one finished run folder (None if not finished)."""
+    try:
+        train = json.loads((folder / "train_summary.json").read_text())
+        info = json.loads((folder / "run_info.json").read_text())
+    except (OSError, ValueError):
+        return None
+    total = info.get("wall_time_s")
+    trained = train.get("wall_time_s", 0.0)
+    if total is None:
+        return None
+    return {"train_s": float(trained), "evaluation_s": max(0.0, float(total) - float(trained))}
+
+
+def breakdown(profile: str) -> list[dict[str, Any]]:
+    """Per kind of job: count, summed and mean wall seconds, and for training runs the part
+    spent training vs evaluating (from the run folders)."""
+    runs_root = paths.results_dir(profile) / "runs"
+    splits = {}
+    if runs_root.exists():
+        for folder in runs_root.iterdir():
+            split = run_split(folder)
+            if split:
+                splits[folder.name] = split
+    by_kind: dict[str, dict[str, Any]] = {}
+    for row in job_times(profile):
+        agg = by_kind.setdefault(row["kind"], {"kind": row["kind"], "jobs": 0, "wall_s": 0.0,
+                                               "train_s": 0.0, "evaluation_s": 0.0})
+        agg["jobs"] += 1
+        agg["wall_s"] += row["wall_s"]
+    for name, split in splits.items():
+        kind = ("base model" if name.startswith("base-") else
+                "BABILong evaluation" if name.startswith("babilong-eval_") else
+                "BABILong run" if name.startswith("babilong_") else "fine-tuning run")
+        if kind in by_kind:
+            by_kind[kind]["train_s"] += split["train_s"]
+            by_kind[kind]["evaluation_s"] += split["evaluation_s"]
+    out = []
+    for kind in [k for _, k in KINDS] + ["other"]:
+        if kind in by_kind:
+            agg = by_kind[kind]
+            agg["mean_wall_s"] = agg["wall_s"] / agg["jobs"]
+            out.append(agg)
+    return out
+
+
+def markdown(profile: str) -> str:
+    """The breakdown as a Markdown table, with the end-to-end time when it was recorded."""
+    rows = breakdown(profile)
+    lines = ["| kind | jobs | wall (min, summed) | mean per job (min) | training (min) | "
+             "evaluation (min) |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        train = f"{r['train_s'] / 60:.1f}" if r["train_s"] else "-"
+        evaluation = f"{r['evaluation_s'] / 60:.1f}" if r["evaluation_s"] else "-"
+        lines.append(f"| {r['kind']} | {r['jobs']} | {r['wall_s'] / 60:.1f} | "
+                     f"{r['mean_wall_s'] / 60:.2f} | {train} | {evaluation} |")
+    total = sum(r["wall_s"] for r in rows)
+    lines.append(f"| all jobs | {sum(r['jobs'] for r in rows)} | {total / 60:.1f} | | | |")
+    end_to_end = reproduce_file(profile)
+    if end_to_end.exists():
+        rec = json.loads(end_to_end.read_text())
+        lines.append("")
+        lines.append(f"End to end (`make reproduce`, {rec.get('cores', '?')} cores, jobs in "
+                     f"parallel where the cores allow): {rec['wall_s'] / 60:.1f} min, finished "
+                     f"{rec.get('finished_utc', '?')}.")
+    return "\n".join(lines) + "\n"
+
+
+def record_reproduce(profile: str, started: float, cores: str) -> Path | None:
+    """Write ``reproduce.json`` (end-to-end wall time since ``started``, an epoch time) when the
+    invocation ran at least one job; a rerun that ran nothing keeps the earlier record."""
+    import datetime as _dt
+    import time
+
+    from lsa import io
+
+    bench = logs_dir(profile) / "benchmarks"
+    ran = [p for p in bench.glob("*.tsv") if p.stat().st_mtime >= started] if bench.exists() \
+        else []
+    if not ran:
+        return None
+    now = time.time()
+    return io.write_json(reproduce_file(profile), {
+        "profile": profile, "wall_s": round(now - started, 1), "cores": cores,
+        "jobs_run": len(ran), "git_commit": io.git_commit(),
+        "finished_utc": _dt.datetime.fromtimestamp(now, _dt.timezone.utc).isoformat(
+            timespec="seconds")})

@@ -1,0 +1,104 @@
+"""lsa.timings (the pipeline's own measurements, summed) and lsa.publish (the snapshot)."""
+
+import json
+import os
+import time
+
+import nbformat
+import pytest
+
+from lsa import io, paths, publish, timings
+
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def _bench(profile, job, seconds, cpu=None):
+    path = timings.logs_dir(profile) / "benchmarks" / f"{job}.tsv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(HEADER + f"{seconds}\t0:00:00\t100.5\t0\t0\t0\t0\t0\t0\t{cpu or seconds}\n")
+    return path
+
+
+def _run_folder(profile, name, train_s, total_s):
+    folder = paths.results_dir(profile) / "runs" / name
+    io.write_json(folder / "train_summary.json", {"wall_time_s": train_s})
+    io.write_json(folder / "run_info.json", {"wall_time_s": total_s})
+
+
+def test_breakdown_sums_jobs_and_splits_training_from_evaluation(out_root):
+    _bench("smoke", "base_model", 60)
+    _bench("smoke", "finetune_pi_a0_s0", 90)
+    _bench("smoke", "finetune_pi_a0.1_s0", 150)
+    _bench("smoke", "section_03_regularized_finetuning", 12)
+    _run_folder("smoke", "base-abc", 50, 58)
+    _run_folder("smoke", "pi_a0_s0-123", 70, 88)
+    _run_folder("smoke", "pi_a0.1_s0-456", 120, 148)
+    rows = {r["kind"]: r for r in timings.breakdown("smoke")}
+    ft = rows["fine-tuning run"]
+    assert ft["jobs"] == 2 and ft["wall_s"] == 240 and ft["mean_wall_s"] == 120
+    assert ft["train_s"] == 190 and ft["evaluation_s"] == pytest.approx(46)
+    assert rows["base model"]["train_s"] == 50 and rows["base model"]["evaluation_s"] == 8
+    assert rows["notebook"]["jobs"] == 1 and rows["notebook"]["train_s"] == 0
+    table = timings.markdown("smoke")
+    assert "| all jobs | 4 | 5.2 |" in table  # 312 s
+
+
+def test_reproduce_is_recorded_only_when_jobs_ran(out_root):
+    started = time.time()
+    old = _bench("smoke", "base_model", 60)
+    os.utime(old, (started - 100, started - 100))
+    assert timings.record_reproduce("smoke", started, "2") is None  # a no-op rerun
+    assert not timings.reproduce_file("smoke").exists()
+    _bench("smoke", "finetune_pi_a0_s0", 90)
+    timings.record_reproduce("smoke", started - 30, "2")
+    rec = io.read_json(timings.reproduce_file("smoke"))
+    assert rec["jobs_run"] == 1 and rec["cores"] == "2" and rec["wall_s"] >= 30
+
+
+def _fake_outputs(profile):
+    report = paths.section_dir(profile, publish.REPORT)
+    io.atomic_write_text(report / "claims.md", "| id | verdict |\n")
+    io.atomic_write_text(report / "claims.csv", "id,verdict\n")
+    io.write_json(report / "run_info.json", {"git_commit": "abc123"})
+    figs = paths.figures_dir(profile)
+    figs.mkdir(parents=True)
+    (figs / "fig_a.png").write_bytes(b"\x89PNG fake")
+    (figs / "fig_a.pdf").write_bytes(b"%PDF fake")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title here")])
+    nbdir = paths.results_dir(profile) / "notebooks"
+    nbdir.mkdir(parents=True)
+    nbformat.write(nb, nbdir / f"{publish.REPORT}.ipynb")
+    _bench(profile, "section_06_replication_report", 3)
+    io.write_json(timings.reproduce_file(profile), {"wall_s": 1500.0, "cores": "all",
+                                                    "finished_utc": "2026-11-30T00:00:00"})
+
+
+def test_publish_refuses_outputs_that_fail_their_checks(out_root, tmp_path):
+    with pytest.raises(publish.NotPublishable, match="fails its checks"):
+        publish.publish("smoke", dest=tmp_path / "pub")
+
+
+def test_publish_needs_the_record_of_make_reproduce(out_root, tmp_path, monkeypatch):
+    monkeypatch.setattr("lsa.pipeline.check_outputs", lambda pipe: [])
+    _fake_outputs("smoke")
+    timings.reproduce_file("smoke").unlink()
+    with pytest.raises(publish.NotPublishable, match="make reproduce"):
+        publish.publish("smoke", dest=tmp_path / "pub")
+
+
+def test_publish_copies_claims_pngs_and_html_and_stamps_them(out_root, tmp_path, monkeypatch):
+    monkeypatch.setattr("lsa.pipeline.check_outputs", lambda pipe: [])
+    _fake_outputs("smoke")
+    dest = tmp_path / "pub"
+    dest.mkdir()
+    (dest / "stale.png").write_text("from an older snapshot")
+    publish.publish("smoke", dest=dest)
+    assert sorted(p.name for p in dest.iterdir()) == [
+        "STAMP.md", "claims.csv", "claims.md", "figures", "notebooks", "stamp.json"]
+    assert [p.name for p in (dest / "figures").iterdir()] == ["fig_a.png"]  # PNG only
+    html = (dest / "notebooks" / f"{publish.REPORT}.html").read_text()
+    assert "Title here" in html and "<html" in html.lower()
+    stamp = json.loads((dest / "stamp.json").read_text())
+    assert stamp["commit"] == "abc123" and stamp["reproduce"]["wall_s"] == 1500.0
+    assert stamp["machine"]["cpu_count"] == os.cpu_count()
+    assert "25.0 min" in (dest / "STAMP.md").read_text()
