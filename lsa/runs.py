@@ -277,8 +277,8 @@ def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path
     for task in bcfg.tasks:
         samples, sources[task] = load_babi(task, "train", None, seed=run.seed)
         train_samples.extend(short(samples)[:bcfg.train_samples])
-    stream = BabilongStream(train_samples, train_hay, corpus.streams["train"],
-                            corpus.tokenizer).keep_fitting(int(0.8 * bcfg.l_train))
+    stream = BabilongStream(train_samples, train_hay, corpus.streams["train"], corpus.tokenizer,
+                            l_train=bcfg.l_train).keep_fitting(int(0.8 * bcfg.l_train))
     model, _ = build_for_run(pipe, run, bcfg.l_train)
     objective = Objective(l_train=bcfg.l_train, alpha=run.alpha, ce_on="b",
                           answer_weight=bcfg.answer_weight)

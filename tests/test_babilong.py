@@ -157,6 +157,90 @@ def test_split_sentences():
         "It was.", "Then \"he\" said!", "Who? no split.", "Next line."]
 
 
+# tokens: a word-level tokenizer, with and without a BOS post-processor (as Llama-2 adds one)
+QA1_SHORT = [s for s in babi.generate("qa1", 100, seed=0) if len(s.facts) <= 2]
+
+
+def word_tokenizer(bos: bool):
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    texts = HAY + [f for s in QA1_SHORT for f in s.facts] + [s.question for s in QA1_SHORT]
+    words = sorted({w for t in texts + ["Question: Answer:"] for w in
+                    re.findall(r"\w+|[^\w\s]+", t)})
+    vocab = {w: i for i, w in enumerate(["<unk>", "<s>", "</s>", *words])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    if bos:
+        backend.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", vocab["<s>"])])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
+                                   pad_token="</s>", unk_token="<unk>")
+
+
+def ids(tok, text):
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def stream_of(tok, samples, l_train):
+    import numpy as np
+
+    from lsa.data.babilong import BabilongStream
+    from lsa.data.tokens import TokenStream
+
+    filler = TokenStream(np.asarray(ids(tok, " ".join(HAY[::-1])), dtype=np.int64), "filler")
+    return BabilongStream(samples, HAY, filler, tok, l_train=l_train)
+
+
+def occurrences(row, piece):
+    return [i for i in range(len(row) - len(piece) + 1) if row[i:i + len(piece)] == piece]
+
+
+@pytest.mark.parametrize("bos", [False, True])
+def test_training_rows_put_every_fact_in_window_b(bos):
+    """The trainer's CE and answer CE are on window B = x[l_extra:]: every fact of the story
+    (the supporting ones included), the question and the answer must lie there."""
+    import torch
+
+    tok, l_train = word_tokenizer(bos), 64
+    for sample in QA1_SHORT[:12]:
+        stream = stream_of(tok, [sample], l_train)
+        for l_extra in (0, 1, 9, 32, 64):
+            length = l_train + l_extra
+            rows, masks = stream.sample_with_answers(4, length, torch.Generator().manual_seed(
+                l_extra))
+            assert rows.shape == masks.shape == (4, length)
+            for row, mask in zip(rows.tolist(), masks.tolist()):
+                for fact in sample.facts:
+                    found = occurrences(row, ids(tok, fact))
+                    assert found and min(found) >= l_extra, (fact, l_extra)
+                question = ids(tok, "Question: " + sample.question)
+                assert min(occurrences(row, question)) >= l_extra
+                answer = ids(tok, " " + sample.answer)
+                assert [t for t, m in zip(row, mask) if m] == answer == row[-len(answer):]
+
+
+@pytest.mark.parametrize("bos", [False, True])
+def test_special_tokens_are_counted_once_at_the_start_of_a_row(bos):
+    import torch
+
+    from lsa.data.babilong import special_prefix, token_counter
+
+    tok = word_tokenizer(bos)
+    assert token_counter(tok)("Mary moved to the bathroom.") == 6   # no BOS in a piece
+    assert special_prefix(tok) == ([tok.bos_token_id] if bos else [])
+    stream = stream_of(tok, QA1_SHORT, 64)
+    for l_extra in (0, 1, 20):
+        rows, masks = stream.sample_with_answers(16, 64 + l_extra, torch.Generator().manual_seed(3))
+        starts_with_bos = rows[:, 0] == tok.bos_token_id
+        assert bool(starts_with_bos.all()) is bos
+        assert ((rows == tok.bos_token_id).sum(1) == int(bos)).all()  # exactly one, or none
+        # the answers are the bare word, no BOS: one token each with this tokenizer
+        assert (masks.sum(1) == 1).all()
+        answers = {tok.convert_ids_to_tokens(int(t)) for t in rows[masks]}
+        assert answers <= set(babi.ROOMS)
+
+
 # the scoring rule of methods.md / the BABILong code
 @pytest.mark.parametrize("output, target, question, ok", [
     ("kitchen", "kitchen", "Where is Mary?", True),
