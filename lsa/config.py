@@ -536,6 +536,9 @@ class BabilongConfig(StrictConfig):
     depths: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
     depth_multiple: int = 2
     max_new_tokens: int = 4
+    # official: babilong/metrics.py's compare_answers (first '.', labels as substrings);
+    # word: ours, first sentence at . ! ? or newline, whole-word labels (lsa.evaluate.babilong)
+    scorer: Literal["official", "word"] = "official"
     threads: int = 2
     gpu: bool = False
 

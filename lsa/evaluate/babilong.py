@@ -1,8 +1,17 @@
-"""BABILong evaluation: prompt, greedy decoding of a few tokens, the official scoring rule.
+"""BABILong evaluation: prompt, greedy decoding of a few tokens, the benchmark's scoring rule.
 
-Scoring (as the BABILong code does): the output is lower-cased and cut to its first sentence;
-the task labels mentioned in the question are set aside; the answer is correct when the
-expected label is the only remaining task label found in that sentence.
+Scorers (``BabilongConfig.scorer``):
+
+- ``"official"`` (default): the benchmark's definition, ``compare_answers`` of
+  ``babilong/metrics.py`` (booydar/babilong), quirks included. The output is lower-cased and
+  cut before its first ``.``, then before ``<context>`` and ``<example>`` (the code's further
+  cut before ``Question`` never fires, the text being lower-case by then: it is left out).
+  Task labels are matched as *substrings*, in that text and in the lower-cased question; the
+  labels found in the question are set aside. Correct when the target is the only label left;
+  a comma-separated target longer than 3 characters (qa8) needs every part and nothing else,
+  parts split at ``,`` and not stripped.
+- ``"word"``: ours, kept for comparison: the first sentence ends at ``.``, ``!``, ``?`` or a
+  newline and labels match whole words only (``office`` is not in ``officeroom``).
 """
 
 from __future__ import annotations
@@ -32,20 +41,49 @@ class PromptTemplate:
                                     post_prompt=self.post_prompt)
 
 
+def preprocess_output(output: str) -> str:
+    """The text the official rule searches: lower-cased, before the first ``.``, before
+    ``<context>`` and ``<example>``."""
+    text = output.lower().split(".")[0]
+    return text.split("<context>")[0].split("<example>")[0]
+
+
+def official_match(output: str, target: str, question: str, labels: list[str]) -> bool:
+    """``compare_answers`` of babilong/metrics.py: labels as substrings, see the module doc."""
+    text, target, question = preprocess_output(output), target.lower(), question.lower()
+    labels_lower = {label.lower() for label in labels}
+    in_question = {label for label in labels_lower if label in question}
+    found = {label for label in labels_lower if label in text} - in_question
+    if "," in target and len(target) > 3:
+        parts = target.split(",")
+        return all(part in found for part in parts) and len(found) == len(parts)
+    return found == {target}
+
+
 def first_sentence(output: str) -> str:
     text = output.strip().lower()
     return re.split(r"[.\n!?]", text, maxsplit=1)[0] if text else ""
 
 
-def is_correct(output: str, target: str, question: str, labels: list[str]) -> bool:
-    """The official rule: the target is the only task label in the output's first sentence,
-    labels mentioned in the question excluded."""
+def word_match(output: str, target: str, question: str, labels: list[str]) -> bool:
+    """Ours: the target is the only task label in the output's first sentence (ending at
+    ``.``, ``!``, ``?`` or a newline), whole words only, labels of the question set aside."""
     sentence = first_sentence(output)
     labels = [label.lower() for label in labels]
     in_question = {label for label in labels if re.search(rf"\b{label}\b", question.lower())}
     found = {label for label in labels if label not in in_question and
              re.search(rf"\b{label}\b", sentence)}
     return found == {target.lower()}
+
+
+SCORERS = {"official": official_match, "word": word_match}
+
+
+def is_correct(output: str, target: str, question: str, labels: list[str],
+               scorer: str = "official") -> bool:
+    if scorer not in SCORERS:
+        raise ValueError(f"scorer = {scorer!r}: must be one of {', '.join(SCORERS)}")
+    return SCORERS[scorer](output, target, question, labels)
 
 
 @torch.no_grad()
@@ -67,18 +105,20 @@ def generate_answers(model, tokenizer, prompts: list[str], max_new_tokens: int =
     return outputs
 
 
-def score(samples: list[BabilongSample], outputs: list[str]) -> list[bool]:
-    return [is_correct(out, s.answer, s.question, TASK_LABELS[s.task])
+def score(samples: list[BabilongSample], outputs: list[str], scorer: str = "official"
+          ) -> list[bool]:
+    return [is_correct(out, s.answer, s.question, TASK_LABELS[s.task], scorer)
             for s, out in zip(samples, outputs)]
 
 
 def evaluate_grid(model, tokenizer, samples: dict[str, list], haystack: list[str],
                   lengths: list[int], n: int, seed: int = 0,
                   depths: list[float | None] | None = None, max_new_tokens: int = 4,
-                  template: PromptTemplate | None = None, progress: bool = False
-                  ) -> list[dict]:
-    """Accuracy rows (task, length, depth, correct, output) for ``n`` test samples per task x
-    length (x depth), each assembled from the test-book ``haystack`` in the model's tokens."""
+                  template: PromptTemplate | None = None, progress: bool = False,
+                  scorer: str = "official") -> list[dict]:
+    """Accuracy rows (task, length, depth, correct, output, answer, question, scorer) for
+    ``n`` test samples per task x length (x depth), each assembled from the test-book
+    ``haystack`` in the model's tokens."""
     from tqdm.auto import tqdm
 
     from lsa.data.babilong import assemble, fitting, token_counter
@@ -96,7 +136,8 @@ def evaluate_grid(model, tokenizer, samples: dict[str, list], haystack: list[str
                  for i, s in enumerate(usable[task])]
         outputs = generate_answers(model, tokenizer, [template.render(b) for b in built],
                                    max_new_tokens)
-        for b, out, ok in zip(built, outputs, score(built, outputs)):
+        for b, out, ok in zip(built, outputs, score(built, outputs, scorer)):
             rows.append({"task": task, "length": length, "depth": depth, "correct": ok,
-                         "output": out, "answer": b.answer, "tokens": b.tokens})
+                         "output": out, "answer": b.answer, "question": b.question,
+                         "scorer": scorer, "tokens": b.tokens})
     return rows
