@@ -539,6 +539,7 @@ class BabilongConfig(StrictConfig):
     # official: babilong/metrics.py's compare_answers (first '.', labels as substrings);
     # word: ours, first sentence at . ! ? or newline, whole-word labels (lsa.evaluate.babilong)
     scorer: Literal["official", "word"] = "official"
+    eval_batch_size: int = 16            # prompts decoded together (left padding); 1: one by one
     threads: int = 2
     gpu: bool = False
 
@@ -549,7 +550,7 @@ class BabilongConfig(StrictConfig):
             self._non_empty_unique(name)
         self._at_least("l_train", 8)
         for name in ("train_samples", "test_samples", "depth_multiple", "max_new_tokens",
-                     "threads"):
+                     "eval_batch_size", "threads"):
             self._at_least(name, 1)
         self._at_least("answer_weight", 0.0)
         if self.max_facts is not None:

@@ -289,11 +289,13 @@ def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path
             for task in bcfg.tasks}
     lengths = [m * bcfg.l_train for m in bcfg.eval_multiples]
     rows = evaluate_grid(model, corpus.tokenizer, test, test_hay, lengths, bcfg.test_samples,
-                         seed=run.seed, max_new_tokens=bcfg.max_new_tokens, scorer=bcfg.scorer)
+                         seed=run.seed, max_new_tokens=bcfg.max_new_tokens, scorer=bcfg.scorer,
+                         batch_size=bcfg.eval_batch_size)
     depth_rows = evaluate_grid(model, corpus.tokenizer, {bcfg.depth_task: test[bcfg.depth_task]},
                                test_hay, [bcfg.depth_multiple * bcfg.l_train],
                                bcfg.test_samples, seed=run.seed, depths=list(bcfg.depths),
-                               max_new_tokens=bcfg.max_new_tokens, scorer=bcfg.scorer)
+                               max_new_tokens=bcfg.max_new_tokens, scorer=bcfg.scorer,
+                               batch_size=bcfg.eval_batch_size)
     trained_on = {t: sum(s.task == t for s in stream.samples) for t in bcfg.tasks}
     metrics = {"run": name, "method": run.method, "alpha": run.alpha, "seed": run.seed,
                "l_train": bcfg.l_train, "babi_source": sources, "train_samples": trained_on,

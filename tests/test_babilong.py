@@ -312,6 +312,80 @@ def test_first_sentence():
     assert first_sentence("\n") == ""
 
 
+# evaluation: prompts, batched greedy decoding, the grid's rows
+def tiny_model(tok, method=None, tmp_path=None):
+    from lsa.models import scratch_llama
+
+    model = scratch_llama(len(tok), 32, 2, 2, 64, 32, eos_token_id=tok.eos_token_id, seed=1)
+    if method is None:
+        return model
+    from lsa.extend import load_for_method
+
+    model.save_pretrained(tmp_path / "tiny")
+    return load_for_method(str(tmp_path / "tiny"), method, 32, 64)
+
+
+@pytest.mark.parametrize("method", [None, "pi", "eabf"])
+def test_batched_decoding_equals_one_prompt_at_a_time(method, tmp_path):
+    from lsa.evaluate.babilong import generate_answers, pads_safely
+
+    tok = word_tokenizer(bos=True)
+    model = tiny_model(tok, method, tmp_path)
+    assert pads_safely(model) is (method != "eabf")  # EABF ignores the padding mask
+    prompts = [" ".join(HAY[i:i + k]) + "\nQuestion: Where is Mary?\nAnswer:"
+               for i, k in ((0, 1), (5, 4), (9, 2), (20, 7), (30, 3))]
+    assert len({len(ids(tok, p)) for p in prompts}) == len(prompts)  # padding is needed
+    one = generate_answers(model, tok, prompts, max_new_tokens=5, batch_size=1)
+    assert generate_answers(model, tok, prompts, max_new_tokens=5, batch_size=3) == one
+    assert generate_answers(model, tok, prompts, max_new_tokens=5, batch_size=8) == one
+    assert any(one)
+
+
+def test_prompts_start_with_one_bos_and_fit_the_length(monkeypatch):
+    import lsa.evaluate.babilong as ev
+
+    tok = word_tokenizer(bos=True)
+    seen = []
+
+    def fake_generate(model, tokenizer, prompts, max_new_tokens, batch_size):
+        seen.extend(prompts)
+        return [" kitchen."] * len(prompts)
+
+    monkeypatch.setattr(ev, "generate_answers", fake_generate)
+    samples = {"qa1": QA1_SHORT}
+    rows = ev.evaluate_grid(None, tok, samples, HAY, [40, 80], 6, seed=2)
+    assert len(rows) == 12 and len(seen) == 12
+    assert all(row["tokens"] <= row["length"] and row["tokens"] > row["length"] - 8
+               for row in rows)
+    for prompt, row in zip(seen, rows):
+        assert len(ids(tok, prompt)) + 1 == row["tokens"]          # prompt + BOS
+        assert row["question"] in prompt and row["scorer"] == "official"
+    assert [r["index"] for r in rows] == list(range(6)) * 2
+    # the same seed gives the same prompts (CE and regularized runs are paired row for row)
+    again = []
+    monkeypatch.setattr(ev, "generate_answers", lambda m, t, p, k, b: again.extend(p) or
+                        [""] * len(p))
+    ev.evaluate_grid(None, tok, samples, HAY, [40, 80], 6, seed=2)
+    assert again == seen
+
+
+def test_decoding_sees_one_bos(monkeypatch):
+    from lsa.evaluate.babilong import generate_answers
+
+    tok = word_tokenizer(bos=True)
+    model = tiny_model(tok)
+    calls = []
+    real = model.generate
+    monkeypatch.setattr(model, "generate", lambda **kw: calls.append(kw) or real(**kw))
+    generate_answers(model, tok, ["Mary moved to the bathroom.", "Where is Mary?"], 2, 2)
+    (kw,) = calls
+    mask, row_ids = kw["attention_mask"], kw["input_ids"]
+    assert mask.tolist() == [[0, 0, 1, 1, 1, 1, 1], [1] * 7]      # left padding
+    firsts = [r[m.bool()][0].item() for r, m in zip(row_ids, mask)]
+    assert firsts == [tok.bos_token_id] * 2
+    assert ((row_ids == tok.bos_token_id) & mask.bool()).sum().item() == 2
+
+
 # LongBench-E metrics on hand-made fixtures
 def test_qa_f1_by_hand():
     assert lb.qa_f1_score("The cat sat", "a cat sat down") == pytest.approx(2 * 1 * (2 / 3) /

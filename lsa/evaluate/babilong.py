@@ -12,6 +12,10 @@ Scorers (``BabilongConfig.scorer``):
   parts split at ``,`` and not stripped.
 - ``"word"``: ours, kept for comparison: the first sentence ends at ``.``, ``!``, ``?`` or a
   newline and labels match whole words only (``office`` is not in ``officeroom``).
+
+Prompts start with the tokenizer's start tokens (one BOS where the model's tokenizer adds one)
+and fit ``length`` tokens with them. Decoding is batched (left padding, attention mask) where
+the model's attention honours the padding mask; the outputs equal the unbatched ones.
 """
 
 from __future__ import annotations
@@ -86,21 +90,52 @@ def is_correct(output: str, target: str, question: str, labels: list[str],
     return SCORERS[scorer](output, target, question, labels)
 
 
+def pads_safely(model) -> bool:
+    """Whether left padding leaves each row's output as it is alone: not for lsa's S2 and EABF
+    attention functions (they ignore the padding mask; EABF scales by index), nor for rotary
+    embeddings whose scale follows the longest row of the batch (CLEX, dynamic NTK)."""
+    from lsa.extend.attention import EABF_ATTENTION, S2_ATTENTION
+    from lsa.extend.clex import ClexRotaryEmbedding
+
+    config = model.config
+    if getattr(config, "_attn_implementation", None) in (S2_ATTENTION, EABF_ATTENTION):
+        return False
+    if (getattr(config, "rope_parameters", None) or {}).get("rope_type") == "dynamic":
+        return False
+    return not any(isinstance(m, ClexRotaryEmbedding) for m in model.modules())
+
+
 @torch.no_grad()
-def generate_answers(model, tokenizer, prompts: list[str], max_new_tokens: int = 4
-                     ) -> list[str]:
-    """Greedy decoding (with the KV cache) of a few tokens for each prompt, one prompt at a
-    time so that no padding is involved."""
+def generate_answers(model, tokenizer, prompts: list[str], max_new_tokens: int = 4,
+                     batch_size: int = 1) -> list[str]:
+    """Greedy decoding (with the KV cache) of a few tokens for each prompt, ``batch_size``
+    prompts at a time (one at a time where padding is not safe, see ``pads_safely``): prompts
+    of similar length go together, left-padded, with an attention mask."""
+    from lsa.data.babilong import special_prefix
+
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    outputs = []
-    for prompt in prompts:
-        ids = tokenizer(prompt, return_tensors="pt")["input_ids"].to(device)
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+    start = special_prefix(tokenizer)
+    encoded = [start + tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else \
+        tokenizer.eos_token_id
+    size = batch_size if pads_safely(model) else 1
+    order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
+    outputs = [""] * len(prompts)
+    for first in range(0, len(order), size):
+        chunk = order[first:first + size]
+        width = max(len(encoded[i]) for i in chunk)
+        ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, i in enumerate(chunk):
+            ids[row, width - len(encoded[i]):] = torch.tensor(encoded[i])
+            mask[row, width - len(encoded[i]):] = 1
+        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
                              max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
-                             pad_token_id=tokenizer.eos_token_id)
-        outputs.append(tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
+                             pad_token_id=pad)
+        for row, i in enumerate(chunk):
+            outputs[i] = tokenizer.decode(out[row, width:], skip_special_tokens=True)
     model.train(was_training)
     return outputs
 
@@ -115,29 +150,33 @@ def evaluate_grid(model, tokenizer, samples: dict[str, list], haystack: list[str
                   lengths: list[int], n: int, seed: int = 0,
                   depths: list[float | None] | None = None, max_new_tokens: int = 4,
                   template: PromptTemplate | None = None, progress: bool = False,
-                  scorer: str = "official") -> list[dict]:
-    """Accuracy rows (task, length, depth, correct, output, answer, question, scorer) for
-    ``n`` test samples per task x length (x depth), each assembled from the test-book
-    ``haystack`` in the model's tokens."""
+                  scorer: str = "official", batch_size: int = 1) -> list[dict]:
+    """Rows (task, length, depth, index, correct, output, answer, question, scorer) for ``n``
+    test samples per task x length (x depth), each assembled from the test-book ``haystack``
+    in the model's tokens so that the prompt, start tokens included, fits the length.
+    ``index`` numbers a task's samples: with the same ``seed`` two models answer the same
+    prompts, row for row (a paired comparison)."""
     from tqdm.auto import tqdm
 
-    from lsa.data.babilong import assemble, fitting, token_counter
+    from lsa.data.babilong import assemble, fitting, special_prefix, token_counter
 
     template = template or PromptTemplate()
     count = token_counter(tokenizer)
+    n_start = len(special_prefix(tokenizer))
 
     rows = []
     # the same samples at every length: those that fit in the shortest one with room to spare
     usable = {task: fitting(s, count, int(0.8 * min(lengths)))[:n] for task, s in samples.items()}
     cells = [(t, L, d) for t in usable if usable[t] for L in lengths for d in (depths or [None])]
     for task, length, depth in tqdm(cells, desc="babilong eval", disable=not progress):
-        built = [assemble(s, haystack, length, count, seed=seed + i,
+        built = [assemble(s, haystack, length - n_start, count, seed=seed + i,
                           depth=None if depth is None else (depth, depth))
                  for i, s in enumerate(usable[task])]
         outputs = generate_answers(model, tokenizer, [template.render(b) for b in built],
-                                   max_new_tokens)
-        for b, out, ok in zip(built, outputs, score(built, outputs, scorer)):
-            rows.append({"task": task, "length": length, "depth": depth, "correct": ok,
-                         "output": out, "answer": b.answer, "question": b.question,
-                         "scorer": scorer, "tokens": b.tokens})
+                                   max_new_tokens, batch_size)
+        for i, (b, out, ok) in enumerate(zip(built, outputs, score(built, outputs, scorer))):
+            rows.append({"task": task, "length": length, "depth": depth, "index": i,
+                         "correct": ok, "output": out, "answer": b.answer,
+                         "question": b.question, "scorer": scorer,
+                         "tokens": n_start + b.tokens})
     return rows
