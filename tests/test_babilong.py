@@ -1,6 +1,7 @@
 """bAbI parser and generator, BABILong assembly, the official scoring rule, LongBench-E."""
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -384,6 +385,118 @@ def test_decoding_sees_one_bos(monkeypatch):
     firsts = [r[m.bool()][0].item() for r, m in zip(row_ids, mask)]
     assert firsts == [tok.bos_token_id] * 2
     assert ((row_ids == tok.bos_token_id) & mask.bool()).sum().item() == 2
+
+
+# Tables 6-7: binomial and paired intervals, verdicts only outside them
+def answers(correct_by_run, multiple=1, task="qa1", depth=None):
+    """Rows as the runs store them: {(alpha, seed): [0/1 per test sample index]}."""
+    import pandas as pd
+
+    from lsa.analysis import loss_label
+
+    return pd.DataFrame([{"alpha": a, "loss": loss_label(a), "seed": s, "task": task,
+                          "length": 256 * multiple, "multiple": multiple, "depth": depth,
+                          "index": i, "correct": bool(c), "scorer": "official"}
+                         for (a, s), cs in correct_by_run.items() for i, c in enumerate(cs)])
+
+
+def test_wilson_interval_by_hand():
+    from lsa.analysis import wilson_interval
+
+    k, n, z = 8, 10, 1.959963984540054
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    assert wilson_interval(k, n) == pytest.approx((centre - half, centre + half))
+    assert wilson_interval(0, 20)[0] == 0.0 and wilson_interval(20, 20)[1] == 1.0
+
+
+def test_accuracy_table_pools_seeds_with_a_wilson_interval():
+    from lsa.analysis import accuracy_table, wilson_interval
+
+    rows = answers({(0.0, 0): [1, 1, 0, 0, 1], (0.0, 1): [1, 0, 0, 0, 1]})
+    (row,) = accuracy_table(rows, ["multiple"]).to_dict(orient="records")
+    assert (row["correct"], row["n"], row["seeds"]) == (5, 10, 2)
+    assert row["accuracy"] == 50.0
+    assert row["seed_std"] == pytest.approx(math.sqrt(200))     # 60 % and 40 %, ddof 1
+    low, high = wilson_interval(5, 10)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((100 * low, 100 * high))
+
+
+def test_paired_interval_by_hand():
+    """Differences are paired per (seed, task, length, depth, index), pooled over seeds."""
+    from lsa.analysis import paired_accuracy
+
+    rows = answers({(0.0, 0): [1, 0, 1, 0, 0], (0.1, 0): [1, 1, 1, 0, 1],
+                    (0.0, 1): [0, 0, 1, 1, 0], (0.1, 1): [0, 1, 1, 1, 0]})
+    rows = rows.sample(frac=1.0, random_state=0)          # pairing must not rely on order
+    (row,) = paired_accuracy(rows, ["multiple"], 0.1).to_dict(orient="records")
+    diffs = [0, 1, 0, 0, 1, 0, 1, 0, 0, 0]
+    mean = sum(diffs) / 10
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 9)
+    half = 1.959963984540054 * sd / math.sqrt(10)
+    assert (row["ce"], row["reg"], row["delta"]) == pytest.approx((40.0, 70.0, 30.0))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((100 * (mean - half),
+                                                             100 * (mean + half)))
+    assert (row["n"], row["seeds"]) == (10, 2)
+    assert row["seed_std"] == pytest.approx(math.sqrt(200))     # +40 and +20 points
+
+
+@pytest.mark.parametrize("low, high, verdict", [
+    (1.0, 9.0, "agrees"), (-9.0, -1.0, "disagrees"), (-1.0, 9.0, "inconclusive"),
+    (float("nan"), float("nan"), "inconclusive"),
+])
+def test_interval_verdict(low, high, verdict):
+    from lsa.analysis import interval_verdict
+
+    assert interval_verdict(low, high) == verdict
+    flipped = {"agrees": "disagrees", "disagrees": "agrees"}.get(verdict, verdict)
+    assert interval_verdict(low, high, higher_is_paper=False) == flipped
+
+
+def test_babilong_verdicts_only_outside_the_interval():
+    from lsa.analysis import babilong_claims
+
+    # +25 points on 4 samples x 2 seeds: the old per-seed rule said "agrees"; the paired
+    # interval (-7 to +57 points) contains 0
+    few = answers({(0.0, 0): [1, 1, 0, 0], (0.1, 0): [1, 1, 1, 0],
+                   (0.0, 1): [1, 1, 0, 0], (0.1, 1): [1, 1, 1, 0]}, multiple=2)
+    claims = {c["id"]: c for c in babilong_claims(few, few.iloc[:0])}
+    assert claims["S5.4.len2x"]["verdict"] == "inconclusive"
+    assert "CI" in claims["S5.4.len2x"]["ours"] and "official" in claims["S5.4.len2x"]["evidence"]
+    # the same +25 points over 100 samples per seed is resolved
+    many = answers({(0.0, 0): [1, 1, 0, 0] * 25, (0.1, 0): [1, 1, 1, 0] * 25,
+                    (0.0, 1): [1, 1, 0, 0] * 25, (0.1, 1): [1, 1, 1, 0] * 25}, multiple=2)
+    claims = {c["id"]: c for c in babilong_claims(many, many.iloc[:0])}
+    assert claims["S5.4.len2x"]["verdict"] == "agrees"
+    worse = answers({(0.0, 0): [1, 1, 1, 0] * 25, (0.1, 0): [1, 1, 0, 0] * 25}, multiple=2)
+    claims = {c["id"]: c for c in babilong_claims(worse, worse.iloc[:0])}
+    assert claims["S5.4.len2x"]["verdict"] == "disagrees"
+
+
+def test_gate_and_depth_zero_use_intervals():
+    import pandas as pd
+
+    from lsa.analysis import babilong_claims
+
+    # gate: 50 % of 8 answers (Wilson 21.5-78.5 %) is not clearly above chance + 10 = 26.7 %
+    small = answers({(0.0, 0): [1, 0] * 4})
+    assert {c["id"]: c for c in babilong_claims(small, small.iloc[:0])}[
+        "S5.4.gate.qa1"]["verdict"] == "inconclusive"
+    big = answers({(0.0, 0): [1, 0] * 100})
+    assert {c["id"]: c for c in babilong_claims(big, big.iloc[:0])}[
+        "S5.4.gate.qa1"]["verdict"] == "agrees"
+    # depth 0: "comparable" = the paired interval within +-5 points
+    same = [1, 0] * 200
+    changed = [1, 0] * 190 + [1, 1] * 10          # +2.5 points, interval about +1 to +4
+    depth = pd.concat([answers({(0.0, 0): same, (0.1, 0): same}, multiple=4, depth=0.0),
+                       answers({(0.0, 0): same, (0.1, 0): changed}, multiple=4, depth=0.5)])
+    claims = {c["id"]: c for c in babilong_claims(big, depth)}
+    assert claims["S5.4.depth0"]["verdict"] == "agrees"
+    assert claims["S5.4.depth50"]["verdict"] == "agrees"
+    far = pd.concat([answers({(0.0, 0): same, (0.1, 0): [0, 0] * 200}, multiple=4, depth=0.0)])
+    assert {c["id"]: c for c in babilong_claims(big, far)}["S5.4.depth0"][
+        "verdict"] == "disagrees"
 
 
 # LongBench-E metrics on hand-made fixtures
