@@ -191,7 +191,7 @@ def paper_table(runs: pd.DataFrame, alpha: float = 0.1) -> pd.DataFrame:
 # Here the noise that matters is the test sample's: a cell holds a few hundred 0/1 answers.
 # Accuracies carry a Wilson interval; the regularizer's effect is the paired difference over
 # the same test prompts (same seed, same index), with a normal interval on the per-sample
-# differences pooled over seeds. A verdict is given only when that interval is clear of 0
+# differences pooled over seeds (Agresti-Min: 1/2 added to each cell). A verdict is given only when that interval is clear of 0
 # (of the +-5-point band for "comparable"); seed-to-seed spread is reported beside it.
 
 
@@ -245,32 +245,44 @@ def accuracy_table(rows: pd.DataFrame, by: list[str], level: float = 0.95) -> pd
 SAMPLE_KEYS = ["seed", "task", "length", "depth", "index"]
 
 
+def paired_interval(wins: int, losses: int, n: int, level: float = 0.95
+                    ) -> tuple[float, float]:
+    """Interval of a paired difference of proportions from ``n`` pairs, ``wins`` where only the
+    second is correct and ``losses`` where only the first is: the normal interval on the
+    per-pair differences after adding 1/2 to each cell of the 2x2 table (Agresti & Min 2005),
+    so that it keeps a width when no pair disagrees."""
+    from scipy.stats import norm
+
+    if n == 0:
+        return math.nan, math.nan
+    b, c, m = wins + 0.5, losses + 0.5, n + 2
+    centre = (b - c) / m
+    half = float(norm.ppf(0.5 + level / 2)) * math.sqrt(b + c - (b - c) ** 2 / m) / m
+    return centre - half, centre + half
+
+
 def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: float = 0.95
                     ) -> pd.DataFrame:
     """Per ``by`` cell, the accuracy (%) of the CE run (``ce``) and the alpha run (``reg``),
-    and their difference ``delta`` (points) with a normal interval on the per-sample
-    differences (``ci_low``, ``ci_high``): the runs of one seed answer the same test prompts
-    (``SAMPLE_KEYS``), the pairs of every seed pooled (``n`` pairs). The interval is over test
-    samples; the spread of the per-seed differences is ``seed_std`` (``seeds`` seeds)."""
-    from scipy.stats import norm
-
+    and their difference ``delta`` (points) with its ``paired_interval`` (``ci_low``,
+    ``ci_high``): the runs of one seed answer the same test prompts (``SAMPLE_KEYS``), the
+    pairs of every seed pooled (``n`` pairs). The interval is over test samples; the spread of
+    the per-seed differences is ``seed_std`` (``seeds`` seeds)."""
     keys = list(dict.fromkeys([*SAMPLE_KEYS, *by]))
     base = rows[rows["alpha"] == 0][[*keys, "correct"]]
     reg = rows[np.isclose(rows["alpha"], alpha)][[*keys, "correct"]]
     both = base.merge(reg, on=keys, suffixes=("_ce", "_reg"))
     both["diff"] = 100 * (both["correct_reg"].astype(float) - both["correct_ce"].astype(float))
-    z = float(norm.ppf(0.5 + level / 2))
     out = []
     for cell, sub in both.groupby(by):
         diff = sub["diff"]
-        n = len(diff)
-        half = z * diff.std(ddof=1) / math.sqrt(n) if n > 1 else math.nan
+        low, high = paired_interval(int((diff > 0).sum()), int((diff < 0).sum()), len(diff),
+                                    level)
         per_seed = sub.groupby("seed")["diff"].mean()
         out.append({**dict(zip(by, cell if isinstance(cell, tuple) else (cell,))),
                     "ce": 100 * sub["correct_ce"].mean(), "reg": 100 * sub["correct_reg"].mean(),
-                    "delta": diff.mean(), "ci_low": diff.mean() - half,
-                    "ci_high": diff.mean() + half, "n": n, "seeds": len(per_seed),
-                    "seed_std": per_seed.std(ddof=1)})
+                    "delta": diff.mean(), "ci_low": 100 * low, "ci_high": 100 * high,
+                    "n": len(diff), "seeds": len(per_seed), "seed_std": per_seed.std(ddof=1)})
     return pd.DataFrame(out)
 
 

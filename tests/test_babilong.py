@@ -2,7 +2,6 @@
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 
@@ -424,22 +423,26 @@ def test_accuracy_table_pools_seeds_with_a_wilson_interval():
 
 
 def test_paired_interval_by_hand():
-    """Differences are paired per (seed, task, length, depth, index), pooled over seeds."""
-    from lsa.analysis import paired_accuracy
+    """Differences are paired per (seed, task, length, depth, index), pooled over seeds; the
+    interval is Agresti-Min's: 1/2 added to each cell of the paired 2x2 table."""
+    from lsa.analysis import paired_accuracy, paired_interval
 
     rows = answers({(0.0, 0): [1, 0, 1, 0, 0], (0.1, 0): [1, 1, 1, 0, 1],
                     (0.0, 1): [0, 0, 1, 1, 0], (0.1, 1): [0, 1, 1, 1, 0]})
     rows = rows.sample(frac=1.0, random_state=0)          # pairing must not rely on order
     (row,) = paired_accuracy(rows, ["multiple"], 0.1).to_dict(orient="records")
-    diffs = [0, 1, 0, 0, 1, 0, 1, 0, 0, 0]
-    mean = sum(diffs) / 10
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 9)
-    half = 1.959963984540054 * sd / math.sqrt(10)
+    # 10 pairs: 3 won (only the regularized run right), 0 lost -> b* 3.5, c* 0.5, n* 12
+    centre, se = 3 / 12, math.sqrt(4 - 3 ** 2 / 12) / 12
+    z = 1.959963984540054
     assert (row["ce"], row["reg"], row["delta"]) == pytest.approx((40.0, 70.0, 30.0))
-    assert (row["ci_low"], row["ci_high"]) == pytest.approx((100 * (mean - half),
-                                                             100 * (mean + half)))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((100 * (centre - z * se),
+                                                             100 * (centre + z * se)))
     assert (row["n"], row["seeds"]) == (10, 2)
     assert row["seed_std"] == pytest.approx(math.sqrt(200))     # +40 and +20 points
+    # no disagreement still leaves a width: +-z/10 on 8 pairs, about +-z/n on many
+    assert paired_interval(0, 0, 8) == pytest.approx((-z / 10, z / 10))
+    low, high = paired_interval(0, 0, 400)
+    assert -0.005 < low < 0 < high < 0.005
 
 
 @pytest.mark.parametrize("low, high, verdict", [
@@ -458,7 +461,7 @@ def test_babilong_verdicts_only_outside_the_interval():
     from lsa.analysis import babilong_claims
 
     # +25 points on 4 samples x 2 seeds: the old per-seed rule said "agrees"; the paired
-    # interval (-7 to +57 points) contains 0
+    # interval (-12 to +52 points) contains 0
     few = answers({(0.0, 0): [1, 1, 0, 0], (0.1, 0): [1, 1, 1, 0],
                    (0.0, 1): [1, 1, 0, 0], (0.1, 1): [1, 1, 1, 0]}, multiple=2)
     claims = {c["id"]: c for c in babilong_claims(few, few.iloc[:0])}
@@ -488,7 +491,7 @@ def test_gate_and_depth_zero_use_intervals():
         "S5.4.gate.qa1"]["verdict"] == "agrees"
     # depth 0: "comparable" = the paired interval within +-5 points
     same = [1, 0] * 200
-    changed = [1, 0] * 190 + [1, 1] * 10          # +2.5 points, interval about +1 to +4
+    changed = [1, 0] * 190 + [1, 1] * 10          # +2.5 points, interval +0.9 to +4.1
     depth = pd.concat([answers({(0.0, 0): same, (0.1, 0): same}, multiple=4, depth=0.0),
                        answers({(0.0, 0): same, (0.1, 0): changed}, multiple=4, depth=0.5)])
     claims = {c["id"]: c for c in babilong_claims(big, depth)}
