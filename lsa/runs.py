@@ -252,8 +252,6 @@ def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path
     fine-tuned on BABILong samples built from the training books (CE of window B + the answers'
     CE, + alpha * SCE), then accuracy by task x length and the depth grid, on samples built from
     the test books. Reused when finished."""
-    from dataclasses import replace as dc_replace
-
     from lsa.config import BabilongConfig
     from lsa.data.babi import load_babi
     from lsa.data.babilong import BabilongStream, split_sentences
