@@ -553,6 +553,10 @@ class BabilongConfig(StrictConfig):
     depths: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
     depth_multiple: int = 2
     max_new_tokens: int = 4
+    # official: babilong/metrics.py's compare_answers (first '.', labels as substrings);
+    # word: ours, first sentence at . ! ? or newline, whole-word labels (lsa.evaluate.babilong)
+    scorer: Literal["official", "word"] = "official"
+    eval_batch_size: int = 16            # prompts decoded together (left padding); 1: one by one
     threads: int = 2
     gpu: bool = False
     # --- the evaluate design (gpu-small, paper): the paper evaluates its Table 2 models
@@ -576,7 +580,7 @@ class BabilongConfig(StrictConfig):
             self._non_empty_unique(name)
         self._at_least("l_train", 8)
         for name in ("train_samples", "test_samples", "depth_multiple", "max_new_tokens",
-                     "threads"):
+                     "eval_batch_size", "threads"):
             self._at_least(name, 1)
         self._at_least("answer_weight", 0.0)
         if self.max_facts is not None:

@@ -266,8 +266,6 @@ def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path
     fine-tuned on BABILong samples built from the training books (CE of window B + the answers'
     CE, + alpha * SCE), then accuracy by task x length and the depth grid, on samples built from
     the test books. Reused when finished."""
-    from dataclasses import replace as dc_replace
-
     from lsa.config import BabilongConfig
     from lsa.data.babi import load_babi
     from lsa.data.babilong import BabilongStream, split_sentences
@@ -291,8 +289,8 @@ def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path
     for task in bcfg.tasks:
         samples, sources[task] = load_babi(task, "train", None, seed=run.seed)
         train_samples.extend(short(samples)[:bcfg.train_samples])
-    stream = BabilongStream(train_samples, train_hay, corpus.streams["train"],
-                            corpus.tokenizer).keep_fitting(int(0.8 * bcfg.l_train))
+    stream = BabilongStream(train_samples, train_hay, corpus.streams["train"], corpus.tokenizer,
+                            l_train=bcfg.l_train).keep_fitting(int(0.8 * bcfg.l_train))
     model, _ = build_for_run(pipe, run, bcfg.l_train)
     objective = Objective(l_train=bcfg.l_train, alpha=run.alpha, ce_on="b",
                           answer_weight=bcfg.answer_weight)
@@ -303,14 +301,17 @@ def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path
             for task in bcfg.tasks}
     lengths = [m * bcfg.l_train for m in bcfg.eval_multiples]
     rows = evaluate_grid(model, corpus.tokenizer, test, test_hay, lengths, bcfg.test_samples,
-                         seed=run.seed, max_new_tokens=bcfg.max_new_tokens)
+                         seed=run.seed, max_new_tokens=bcfg.max_new_tokens, scorer=bcfg.scorer,
+                         batch_size=bcfg.eval_batch_size)
     depth_rows = evaluate_grid(model, corpus.tokenizer, {bcfg.depth_task: test[bcfg.depth_task]},
                                test_hay, [bcfg.depth_multiple * bcfg.l_train],
                                bcfg.test_samples, seed=run.seed, depths=list(bcfg.depths),
-                               max_new_tokens=bcfg.max_new_tokens)
+                               max_new_tokens=bcfg.max_new_tokens, scorer=bcfg.scorer,
+                               batch_size=bcfg.eval_batch_size)
     trained_on = {t: sum(s.task == t for s in stream.samples) for t in bcfg.tasks}
     metrics = {"run": name, "method": run.method, "alpha": run.alpha, "seed": run.seed,
                "l_train": bcfg.l_train, "babi_source": sources, "train_samples": trained_on,
+               "scorer": bcfg.scorer,
                "accuracy": rows, "depth": depth_rows, "train": summary}
     save_metrics(folder, metrics, config, started=started)
     finish(folder, summary)
@@ -405,6 +406,7 @@ def babilong_evaluate(pipe: PipelineConfig, name: str, progress: bool = True) ->
                              bcfg.test_samples, seed=pipe.seed, depths=depths,
                              max_new_tokens=bcfg.eval_max_new_tokens,
                              template=prompts.template_for(task, bcfg.prompt_parts),
+                             scorer=bcfg.scorer, batch_size=bcfg.eval_batch_size,
                              progress=progress)
 
     rows = [row for task in bcfg.tasks for row in grid(task, list(bcfg.eval_lengths), None)]

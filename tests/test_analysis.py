@@ -53,14 +53,16 @@ def test_babilong_tables_and_claims_by_hand():
     for seed in (0, 1):
         for alpha, correct in ((0.0, [1, 1, 0, 0]), (0.1, [1, 1, 1, 0])):
             for multiple in (1, 2):
-                for c in correct:
+                for i, c in enumerate(correct):
                     rows.append({"alpha": alpha, "loss": analysis.loss_label(alpha),
                                  "seed": seed, "task": "qa1", "multiple": multiple,
+                                 "length": 256 * multiple, "depth": None, "index": i,
                                  "correct": bool(c)})
     acc = pd.DataFrame(rows)
     table = analysis.accuracy_table(acc, ["multiple"])
     assert set(table["accuracy"]) == {50.0, 75.0} and set(table["seeds"]) == {2}
     claims = {c["id"]: c for c in analysis.babilong_claims(acc, pd.DataFrame())}
-    assert claims["S5.4.gate.qa1"]["verdict"] == "agrees"   # 50 % vs chance 16.7 %
-    assert claims["S5.4.len2x"]["verdict"] == "agrees"      # +25 points in both seeds
+    # 8 answers per cell: the intervals are too wide for a verdict (tests/test_babilong.py)
+    assert claims["S5.4.gate.qa1"]["verdict"] == "inconclusive"  # 50 %, Wilson 22-78 %
+    assert claims["S5.4.len2x"]["verdict"] == "inconclusive"     # +25 points, CI -12 to +52
     assert "42.4 -> 44.4" in claims["S5.4.len2x"]["paper"]

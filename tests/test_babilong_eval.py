@@ -322,10 +322,10 @@ def test_evaluation_job_end_to_end(tiny_pipe, monkeypatch):
     seen = []
     real = ev.generate_answers
 
-    def spy(model, tokenizer, prompts, max_new_tokens=4):
+    def spy(model, tokenizer, prompts, max_new_tokens=4, batch_size=1):
         seen.extend(prompts)
         assert max_new_tokens == 3
-        return real(model, tokenizer, prompts, max_new_tokens)
+        return real(model, tokenizer, prompts, max_new_tokens, batch_size)
 
     monkeypatch.setattr(ev, "generate_answers", spy)
     folder = babilong_evaluate(tiny_pipe, "pi_a0_s0", progress=False)

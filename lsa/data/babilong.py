@@ -6,6 +6,10 @@ training books) so that the context, measured in the evaluated model's tokens, f
 sentence boundaries, optionally restricted to a depth range (fractions of the context:
 ``(0.5, 0.5)`` puts every fact at the middle). Deterministic from a seed. When the facts and
 the question alone exceed the length, ``FactsDoNotFit`` says by how much.
+
+Special tokens: pieces (sentences, facts, question, answer) are measured and encoded without
+them (``add_special_tokens=False``); a sequence the model reads starts with the tokenizer's
+start tokens (``special_prefix``: one BOS for Llama-2, none for the scratch BPE), once.
 """
 
 from __future__ import annotations
@@ -95,15 +99,24 @@ def assemble(sample: BabiSample, haystack: list[str], length: int, count_tokens,
 
 
 def token_counter(tokenizer):
-    """``count(text) -> int``: the length of ``text`` in ``tokenizer``'s tokens, memoised
-    (assembly measures the same haystack sentences over and over)."""
+    """``count(text) -> int``: the length of ``text`` in ``tokenizer``'s tokens, special tokens
+    left out, memoised (assembly measures the same haystack sentences over and over)."""
     from functools import lru_cache
 
     @lru_cache(maxsize=None)
     def count(text: str) -> int:
-        return len(tokenizer(text)["input_ids"])
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     return count
+
+
+def special_prefix(tokenizer) -> list[int]:
+    """The ids ``tokenizer`` puts before a text by default: ``[bos]`` where it adds a BOS
+    (Llama-2), ``[]`` where it adds none (the scratch BPE)."""
+    bare = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a")["input_ids"]
+    start = next(i for i in range(len(full) - len(bare) + 1) if full[i:i + len(bare)] == bare)
+    return full[:start]
 
 
 def fitting(samples: list[BabiSample], count_tokens, budget: int,
@@ -116,19 +129,25 @@ def fitting(samples: list[BabiSample], count_tokens, budget: int,
 
 
 class BabilongStream:
-    """BABILong training samples as the trainer's stream: windows of exactly ``length`` tokens
-    that end with the answer, and a mask marking the answer tokens.
+    """BABILong training rows for the trainer: ``length = l_train + l_extra`` tokens whose last
+    ``l_train`` tokens (window B, where ``lsa.train`` puts the LM CE and the answer CE) hold
+    everything the answer needs, and a mask marking the answer tokens.
 
-    Each window holds one assembled sample (facts in haystack sentences, question, answer);
-    when the sample is shorter than the window, tokens of running book text (``filler``, a
-    TokenStream of the same books) come first. Deterministic from the generator passed in.
+    A row is, in order: the tokenizer's start tokens (``special_prefix``), running book text
+    (``filler``, a TokenStream of the same books), then one assembled sample (facts in haystack
+    sentences, question, answer) of at most ``l_train`` tokens (at most ``length`` minus the
+    start tokens when that is less). So window B holds the whole sample, after a few filler
+    tokens where the sentences do not fill it exactly; window A (the first ``l_train`` tokens)
+    holds the start tokens, filler and the sample's beginning. Deterministic from the generator
+    passed in.
     """
 
     def __init__(self, samples: list[BabiSample], haystack: list[str], filler, tokenizer,
-                 question_template: str = "\nQuestion: {question}\nAnswer:"):
-        self.haystack, self.filler = haystack, filler
+                 l_train: int, question_template: str = "\nQuestion: {question}\nAnswer:"):
+        self.haystack, self.filler, self.l_train = haystack, filler, l_train
         self.tokenizer, self.question_template = tokenizer, question_template
         self.count_tokens = token_counter(tokenizer)
+        self.start = special_prefix(tokenizer)
         self.samples = samples
         if not samples:
             raise ValueError("no bAbI samples to train on")
@@ -142,27 +161,38 @@ class BabilongStream:
                              "choose shorter tasks")
         return self
 
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _assembled(self, sample: BabiSample, budget: int, seed: int) -> tuple[list[int], int]:
+        """``(prompt + answer ids, number of answer ids)``, at most ``budget`` tokens."""
+        answer = self._encode(" " + sample.answer)
+        question = self.question_template.format(question=sample.question)
+        room = budget - len(answer)
+        while True:
+            built = assemble(sample, self.haystack, room, self.count_tokens, seed=seed,
+                             question_template=self.question_template)
+            prompt = self._encode(built.context + question)
+            over = len(prompt) + len(answer) - budget
+            if over <= 0:
+                return prompt + answer, len(answer)
+            room -= over  # the joined text counts more tokens than its pieces did
+
     def sample_with_answers(self, n: int, length: int, generator):
         import torch
 
+        if length < self.l_train:
+            raise ValueError(f"length {length} is shorter than l_train = {self.l_train}")
+        budget = min(self.l_train, length - len(self.start))
         rows, masks = [], []
         for _ in range(n):
             k = int(torch.randint(len(self.samples), (1,), generator=generator))
             seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
-            sample = self.samples[k]
-            answer_ids = self.tokenizer(" " + sample.answer)["input_ids"]
-            built = assemble(sample, self.haystack, length - len(answer_ids),
-                             self.count_tokens, seed=seed,
-                             question_template=self.question_template)
-            prompt_ids = self.tokenizer(built.context + self.question_template.format(
-                question=sample.question))["input_ids"]
-            ids = (prompt_ids + answer_ids)[-length:]
-            missing = length - len(ids)
-            if missing > 0:
-                ids = self.filler.sample(1, missing, generator)[0].tolist() + ids
-            mask = [False] * (length - len(answer_ids)) + [True] * len(answer_ids)
-            rows.append(ids)
-            masks.append(mask)
+            content, n_answer = self._assembled(self.samples[k], budget, seed)
+            missing = length - len(self.start) - len(content)
+            filler = self.filler.sample(1, missing, generator)[0].tolist() if missing else []
+            rows.append(self.start + filler + content)
+            masks.append([False] * (length - n_answer) + [True] * n_answer)
         return torch.tensor(rows, dtype=torch.long), torch.tensor(masks, dtype=torch.bool)
 
     def sample(self, n: int, length: int, generator):
