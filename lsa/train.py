@@ -26,7 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from lsa.config import OptimConfig
-from lsa.io import write_json
+from lsa.io import atomic_write_text, write_json
 from lsa.misalign import answer_ce, causal_ce, misalignment_loss, sample_l_extra
 
 
@@ -135,13 +135,30 @@ def apply_lora(model, lora: LoraSettings, quantized: bool = False,
     return get_peft_model(model, config)
 
 
+def truncate_log(path: Path, step: int) -> None:
+    """Keep the log lines of steps ``<= step``: a run resumed from the checkpoint of ``step``
+    logs the later steps again (a line cut by the kill ends the kept part)."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line)["step"] > step:
+                break
+        except json.JSONDecodeError:
+            break
+        kept.append(line + "\n")
+    atomic_write_text(path, "".join(kept))
+
+
 def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Objective,
           seed: int, *, run_config: dict[str, Any] | None = None, progress: bool = True,
           accelerator=None) -> dict[str, Any]:
     """Train ``model`` in place on ``stream``; returns the summary (also written to the folder).
 
     A folder with ``train_summary.json`` is a finished run: it is not retrained (load its
-    ``model/`` instead). A folder with ``checkpoint/`` resumes from it.
+    ``model/`` instead). A folder with ``checkpoint/`` resumes from it, and its log is cut back
+    to the checkpoint's step.
     """
     from accelerate import Accelerator
 
@@ -168,8 +185,9 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
         acc.load_state(str(ckpt))
         start = json.loads((ckpt / "step.json").read_text())["step"]
     log_path = out_dir / "metrics.jsonl"
-    if start == 0 and log_path.exists():
-        log_path.unlink()
+    if acc.is_main_process:
+        truncate_log(log_path, start)
+    acc.wait_for_everyone()
     model.train()
     tokens_seen, t0 = 0, time.time()
     bar = tqdm(range(start, optim.steps), desc=out_dir.name, disable=not progress,

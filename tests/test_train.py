@@ -1,0 +1,65 @@
+"""The trainer: fp32 master weights, resumed logs, the schedule under several processes."""
+
+import numpy as np
+import pytest
+
+from lsa.config import OptimConfig
+from lsa.data.tokens import TokenStream
+from lsa.models import scratch_llama
+from lsa.train import Objective, read_log, train
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return TokenStream(np.random.default_rng(0).integers(0, 64, 3000).astype(np.uint16), "t")
+
+
+def tiny(seed=1):
+    return scratch_llama(vocab_size=64, hidden_size=16, n_layers=2, n_heads=2,
+                         intermediate_size=32, base_window=32, seed=seed)
+
+
+def optim(**kw):
+    return OptimConfig(**{"steps": 4, "batch_size": 2, "lr": 1e-3, "warmup_steps": 1, **kw})
+
+
+class Killed(Exception):
+    pass
+
+
+class DyingStream:
+    """A stream that dies at its ``die_at``-th sample (the kill of a running job)."""
+
+    def __init__(self, stream, die_at):
+        self.stream, self.die_at, self.calls = stream, die_at, 0
+
+    def sample(self, *args):
+        self.calls += 1
+        if self.calls == self.die_at:
+            raise Killed
+        return self.stream.sample(*args)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.1])
+def test_resumed_run_logs_every_step_once(stream, tmp_path, alpha):
+    objective = Objective(l_train=16, alpha=alpha)
+    train(tiny(), stream, tmp_path / "full", optim(steps=6), objective, seed=2, progress=False)
+    cut = optim(steps=6, save_every=2)
+    with pytest.raises(Killed):  # dies during step 5: checkpoint at 2 and 4, steps 1-4 logged
+        train(tiny(), DyingStream(stream, 5), tmp_path / "cut", cut, objective, seed=2,
+              progress=False)
+    with pytest.raises(Killed):  # resumed at 4, dies during step 6: step 5 logged
+        train(tiny(), DyingStream(stream, 2), tmp_path / "cut", cut, objective, seed=2,
+              progress=False)
+    assert [r["step"] for r in read_log(tmp_path / "cut")] == [1, 2, 3, 4, 5]
+    summary = train(tiny(), stream, tmp_path / "cut", cut, objective, seed=2, progress=False)
+    assert summary["resumed_from"] == 4
+
+    def strip(log):
+        return [{k: v for k, v in r.items() if k != "elapsed_s"} for r in log]
+
+    full, resumed = strip(read_log(tmp_path / "full")), strip(read_log(tmp_path / "cut"))
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]
+    assert [r.keys() for r in resumed] == [r.keys() for r in full]
+    for a, b in zip(resumed, full):
+        assert a == pytest.approx(b, rel=1e-5)
