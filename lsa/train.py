@@ -6,8 +6,9 @@ Every step draws ``l_extra`` and the batch from ``(seed, step)`` alone, so a CE 
 regularized run with the same seed see the same text in the same order (the CE run sees window
 A of each sequence), and a resumed run continues exactly where it stopped.
 
-Multi-device and mixed precision come from accelerate (``accelerate launch python -m lsa ...``
-works); LoRA/QLoRA from peft; NF4 from bitsandbytes (see ``lsa.models``).
+Multi-device comes from accelerate (``accelerate launch python -m lsa ...`` works); mixed
+precision is fp32 master weights under torch autocast (see ``train``); LoRA/QLoRA from peft;
+NF4 from bitsandbytes (see ``lsa.models``).
 
 A run folder holds ``config.json``, ``metrics.jsonl`` (one line per optimizer step),
 ``checkpoint/`` (when ``save_every`` > 0), ``model/`` and, written last, ``train_summary.json``.
@@ -135,6 +136,17 @@ def apply_lora(model, lora: LoraSettings, quantized: bool = False,
     return get_peft_model(model, config)
 
 
+def fp32_master_weights(model) -> list[tuple[torch.nn.Parameter, torch.dtype]]:
+    """Cast the trainable bf16/fp16 parameters to fp32 in place (the optimizer's master
+    weights: AdamW updates of ~lr round to zero on bf16 weights at lr 2e-5); returns them with
+    the dtype they had. Frozen weights (a bf16 or 4-bit base under LoRA) stay as they are."""
+    lowered = [(p, p.dtype) for p in model.parameters()
+               if p.requires_grad and p.dtype in (torch.bfloat16, torch.float16)]
+    for p, _ in lowered:
+        p.data = p.data.float()
+    return lowered
+
+
 def truncate_log(path: Path, step: int) -> None:
     """Keep the log lines of steps ``<= step``: a run resumed from the checkpoint of ``step``
     logs the later steps again (a line cut by the kill ends the kept part)."""
@@ -159,6 +171,11 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     A folder with ``train_summary.json`` is a finished run: it is not retrained (load its
     ``model/`` instead). A folder with ``checkpoint/`` resumes from it, and its log is cut back
     to the checkpoint's step.
+
+    Precision: trainable bf16/fp16 weights are trained as fp32 master weights
+    (``fp32_master_weights``) under autocast in their own dtype (fp16 with loss scaling), and
+    cast back at the end, so the model keeps the dtype it was loaded in; fp32 models are
+    autocast to bf16 when ``optim.bf16`` is set on a GPU.
     """
     from accelerate import Accelerator
 
@@ -169,9 +186,11 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     out_dir.mkdir(parents=True, exist_ok=True)
     if run_config is not None:
         write_json(out_dir / "config.json", run_config)
-    acc = accelerator or Accelerator(
-        mixed_precision="bf16" if optim.bf16 and torch.cuda.is_available() else "no",
-        cpu=not torch.cuda.is_available())
+    acc = accelerator or Accelerator(mixed_precision="no", cpu=not torch.cuda.is_available())
+    lowered = fp32_master_weights(model)
+    amp = lowered[0][1] if lowered else (
+        torch.bfloat16 if optim.bf16 and acc.device.type == "cuda" else None)
+    scaler = torch.amp.GradScaler(acc.device.type, enabled=amp == torch.float16)
     if optim.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     params = [p for p in model.parameters() if p.requires_grad]
@@ -179,6 +198,8 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
                             betas=(0.9, 0.95))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(optim))
     model, opt, sched = acc.prepare(model, opt, sched)
+    if scaler.is_enabled():
+        acc.register_for_checkpointing(scaler)
     ckpt = out_dir / "checkpoint"
     start = 0
     if (ckpt / "step.json").exists():
@@ -199,7 +220,8 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
                                                objective, acc.process_index, acc.num_processes)
             tokens = tokens.to(acc.device)
             mask = None if mask is None else mask.to(acc.device)
-            with acc.autocast():
+            with torch.autocast(acc.device.type, dtype=amp or torch.bfloat16,
+                                enabled=amp is not None):
                 parts = compute_loss(model, tokens, l_extra, objective, mask)
             loss = parts.pop("loss")
             if not torch.isfinite(loss):
@@ -207,13 +229,17 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
                     f"non-finite loss at step {step} in {out_dir}: "
                     + ", ".join(f"{k}={v}" for k, v in parts.items())
                     + ". Lower the learning rate or alpha; the last checkpoint (if any) is kept.")
-            acc.backward(loss / optim.grad_accum)
+            acc.backward(scaler.scale(loss / optim.grad_accum))
             for key, value in parts.items():
                 parts_sum[key] = parts_sum.get(key, 0.0) + float(value) / optim.grad_accum
             tokens_seen += tokens.numel()
+        scaler.unscale_(opt)
         grad_norm = acc.clip_grad_norm_(params, optim.clip)
-        opt.step()
-        sched.step()
+        scale = scaler.get_scale()
+        scaler.step(opt)
+        scaler.update()
+        if scaler.get_scale() >= scale:  # an fp16 overflow skips the step and lowers the scale
+            sched.step()
         opt.zero_grad(set_to_none=True)
         record = {"step": step + 1, "lr": sched.get_last_lr()[0],
                   "grad_norm": float(grad_norm), **parts_sum,
@@ -230,6 +256,8 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
                 write_json(ckpt / "step.json", {"step": step + 1})
     bar.close()
     model = acc.unwrap_model(model)
+    for p, dtype in lowered:
+        p.data = p.data.to(dtype)
     model.eval()
     summary = {"steps": optim.steps, "resumed_from": start, "tokens": tokens_seen,
                "wall_time_s": round(time.time() - t0, 2)}
