@@ -4,7 +4,8 @@ The loss of a step is ``CE + alpha * L_misalign`` (``lsa.misalign``); with ``alp
 ``ce_on = "a"`` only window A is run (the plain CE baseline, one forward of l_train tokens).
 Every step draws ``l_extra`` and the batch from ``(seed, step)`` alone, so a CE run and a
 regularized run with the same seed see the same text in the same order (the CE run sees window
-A of each sequence), and a resumed run continues exactly where it stopped.
+A of each sequence), and a resumed run continues exactly where it stopped. Random draws
+inside the model (CLEX's scale and positions) come from ``(seed, step, micro-batch)`` too.
 
 Multi-device comes from accelerate (``accelerate launch python -m lsa ...`` works); mixed
 precision is fp32 master weights under torch autocast (see ``train``); LoRA/QLoRA from peft;
@@ -93,6 +94,12 @@ def step_batch(stream, seed: int, step: int, micro: int, batch_size: int, object
     return stream.sample(batch_size, length, gen), l_extra, None
 
 
+def draw_seed(seed: int, step: int, micro: int) -> int:
+    """Seed of the model's own draws in one micro-batch (CLEX's scale and positions): the
+    same on every process, as in the CLEX reference, and apart from ``step_batch``'s seeds."""
+    return 2**40 + seed * 1_000_003 + step * 1_000 + micro
+
+
 def compute_loss(model, tokens: torch.Tensor, l_extra: int, objective: Objective,
                  answer_mask: torch.Tensor | None = None) -> dict[str, Any]:
     """The step's loss and its parts (floats for logging, the loss as a tensor)."""
@@ -176,6 +183,9 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     (``fp32_master_weights``) under autocast in their own dtype (fp16 with loss scaling), and
     cast back at the end, so the model keeps the dtype it was loaded in; fp32 models are
     autocast to bf16 when ``optim.bf16`` is set on a GPU.
+
+    Modules with a ``seed_draws`` method (CLEX) are reseeded before every micro-batch from
+    ``draw_seed`` (the same on every process).
     """
     from accelerate import Accelerator
 
@@ -186,6 +196,7 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     out_dir.mkdir(parents=True, exist_ok=True)
     if run_config is not None:
         write_json(out_dir / "config.json", run_config)
+    drawing = [m for m in model.modules() if hasattr(m, "seed_draws")]
     acc = accelerator or Accelerator(mixed_precision="no", cpu=not torch.cuda.is_available())
     lowered = fp32_master_weights(model)
     amp = lowered[0][1] if lowered else (
@@ -220,6 +231,8 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
                                                objective, acc.process_index, acc.num_processes)
             tokens = tokens.to(acc.device)
             mask = None if mask is None else mask.to(acc.device)
+            for module in drawing:
+                module.seed_draws(draw_seed(seed, step, micro))
             with torch.autocast(acc.device.type, dtype=amp or torch.bfloat16,
                                 enabled=amp is not None):
                 parts = compute_loss(model, tokens, l_extra, objective, mask)
