@@ -359,3 +359,18 @@ def test_clex_settings_are_validated():
         FinetuneConfig.from_dict({"clex_max_factor": 0})
     with pytest.raises(ConfigError, match="clex_sampling"):
         FinetuneConfig.from_dict({"clex_sampling": "uniform"})
+
+
+def test_clex_frequencies_stay_fp32_under_autocast():
+    """Mixed-precision training runs the forward under bf16 autocast: the ODE and the angles
+    must not be computed in bf16 (as transformers' own rotary module, which turns it off)."""
+    clex = ClexRotaryEmbedding(16, 10000.0, base_window=16, max_factor=4, hidden=8).eval()
+    with torch.no_grad():
+        clex.down.normal_(0, 0.1)
+    x, ids = torch.zeros(1, 64, 16), torch.arange(64)[None]
+    ref = clex(x, ids)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = clex(x, ids)
+    for a, b in zip(got, ref):
+        assert a.dtype == torch.float32
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)

@@ -135,12 +135,15 @@ class ClexRotaryEmbedding(nn.Module):
             self.sampled_t, self.sampled_positions = t, drawn
         else:
             t, drawn = self.eval_scale(seq_len), None
-        inv_freq = self.log_freqs(t).exp().to(x.device)
-        positions = position_ids.float() if drawn is None else \
-            drawn.to(x.device)[position_ids]
-        freqs = positions[..., None] * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        # fp32 under a mixed-precision autocast too (bf16 angles are wrong by whole radians
+        # at long positions), as transformers' own rotary module does
+        with torch.autocast(x.device.type, enabled=False):
+            inv_freq = self.log_freqs(t).exp().to(x.device)
+            positions = position_ids.float() if drawn is None else \
+                drawn.to(x.device)[position_ids]
+            freqs = positions[..., None] * inv_freq
+            emb = torch.cat((freqs, freqs), dim=-1)
+            return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
 
 def install_clex(model, base_window: int, target_window: int, hidden: int = 32,
