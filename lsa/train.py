@@ -7,16 +7,19 @@ regularized run with the same seed see the same text in the same order (the CE r
 A of each sequence), and a resumed run continues exactly where it stopped. Random draws
 inside the model (CLEX's scale and positions) come from ``(seed, step, micro-batch)`` too.
 
-Multi-device comes from accelerate (``accelerate launch python -m lsa ...`` works); mixed
-precision is fp32 master weights under torch autocast (see ``train``); LoRA/QLoRA from peft;
-NF4 from bitsandbytes (see ``lsa.models``).
+Several processes come from accelerate (``accelerate launch -m lsa finetune ...``; on a machine
+without GPUs ``--multi_gpu --num_processes N`` starts N gloo processes, ``--cpu`` alone one);
+mixed precision is fp32 master weights under torch autocast (see ``train``); LoRA/QLoRA from
+peft; NF4 from bitsandbytes (see ``lsa.models``).
 
-A run folder holds ``config.json``, ``metrics.jsonl`` (one line per optimizer step),
+A run folder holds ``config.json``, ``metrics.jsonl`` (one line per optimizer step; ``lr`` is
+the learning rate that step applied),
 ``checkpoint/`` (when ``save_every`` > 0), ``model/`` and, written last, ``train_summary.json``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -184,20 +187,27 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     cast back at the end, so the model keeps the dtype it was loaded in; fp32 models are
     autocast to bf16 when ``optim.bf16`` is set on a GPU.
 
-    Modules with a ``seed_draws`` method (CLEX) are reseeded before every micro-batch from
-    ``draw_seed`` (the same on every process).
+    Several processes (``accelerate launch``): each draws its own micro-batches
+    (``step_batch``), gradients are all-reduced once per optimizer step (``no_sync`` on the
+    earlier micro-batches), the schedule steps once per optimizer step (it is not prepared:
+    accelerate would step it once per process), and only the main process writes the log and
+    the model. Modules with a ``seed_draws`` method (CLEX) are reseeded before every micro-batch
+    from ``draw_seed`` (the same on every process).
     """
-    from accelerate import Accelerator
+    from accelerate import Accelerator, DistributedDataParallelKwargs
 
     out_dir = Path(out_dir)
     summary_file = out_dir / "train_summary.json"
     if summary_file.exists():
         raise FileExistsError(f"{out_dir} holds a finished run; load it instead of retraining")
     out_dir.mkdir(parents=True, exist_ok=True)
-    if run_config is not None:
-        write_json(out_dir / "config.json", run_config)
     drawing = [m for m in model.modules() if hasattr(m, "seed_draws")]
-    acc = accelerator or Accelerator(mixed_precision="no", cpu=not torch.cuda.is_available())
+    # CLEX at t = 1 leaves its ODE out of the graph: DDP must allow unused parameters
+    acc = accelerator or Accelerator(
+        mixed_precision="no", cpu=not torch.cuda.is_available(),
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=bool(drawing))])
+    if run_config is not None and acc.is_main_process:
+        write_json(out_dir / "config.json", run_config)
     lowered = fp32_master_weights(model)
     amp = lowered[0][1] if lowered else (
         torch.bfloat16 if optim.bf16 and acc.device.type == "cuda" else None)
@@ -208,9 +218,8 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     opt = torch.optim.AdamW(params, lr=optim.lr, weight_decay=optim.weight_decay,
                             betas=(0.9, 0.95))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(optim))
-    model, opt, sched = acc.prepare(model, opt, sched)
-    if scaler.is_enabled():
-        acc.register_for_checkpointing(scaler)
+    model, opt = acc.prepare(model, opt)
+    acc.register_for_checkpointing(sched, *([scaler] if scaler.is_enabled() else []))
     ckpt = out_dir / "checkpoint"
     start = 0
     if (ckpt / "step.json").exists():
@@ -222,8 +231,9 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     acc.wait_for_everyone()
     model.train()
     tokens_seen, t0 = 0, time.time()
-    bar = tqdm(range(start, optim.steps), desc=out_dir.name, disable=not progress,
-               initial=start, total=optim.steps)
+    bar = tqdm(range(start, optim.steps), desc=out_dir.name,
+               disable=not progress or not acc.is_main_process, initial=start,
+               total=optim.steps)
     for step in bar:
         parts_sum: dict[str, float] = {}
         for micro in range(optim.grad_accum):
@@ -233,29 +243,31 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
             mask = None if mask is None else mask.to(acc.device)
             for module in drawing:
                 module.seed_draws(draw_seed(seed, step, micro))
-            with torch.autocast(acc.device.type, dtype=amp or torch.bfloat16,
-                                enabled=amp is not None):
-                parts = compute_loss(model, tokens, l_extra, objective, mask)
-            loss = parts.pop("loss")
-            if not torch.isfinite(loss):
-                raise NonFiniteLossError(
-                    f"non-finite loss at step {step} in {out_dir}: "
-                    + ", ".join(f"{k}={v}" for k, v in parts.items())
-                    + ". Lower the learning rate or alpha; the last checkpoint (if any) is kept.")
-            acc.backward(scaler.scale(loss / optim.grad_accum))
+            sync = micro == optim.grad_accum - 1
+            with contextlib.nullcontext() if sync else acc.no_sync(model):
+                with torch.autocast(acc.device.type, dtype=amp or torch.bfloat16,
+                                    enabled=amp is not None):
+                    parts = compute_loss(model, tokens, l_extra, objective, mask)
+                loss = parts.pop("loss")
+                if not torch.isfinite(loss):
+                    raise NonFiniteLossError(
+                        f"non-finite loss at step {step} in {out_dir}: "
+                        + ", ".join(f"{k}={v}" for k, v in parts.items())
+                        + ". Lower the learning rate or alpha; the last checkpoint (if any) is "
+                          "kept.")
+                acc.backward(scaler.scale(loss / optim.grad_accum))
             for key, value in parts.items():
                 parts_sum[key] = parts_sum.get(key, 0.0) + float(value) / optim.grad_accum
             tokens_seen += tokens.numel()
         scaler.unscale_(opt)
         grad_norm = acc.clip_grad_norm_(params, optim.clip)
-        scale = scaler.get_scale()
+        lr, scale = sched.get_last_lr()[0], scaler.get_scale()
         scaler.step(opt)
         scaler.update()
         if scaler.get_scale() >= scale:  # an fp16 overflow skips the step and lowers the scale
             sched.step()
         opt.zero_grad(set_to_none=True)
-        record = {"step": step + 1, "lr": sched.get_last_lr()[0],
-                  "grad_norm": float(grad_norm), **parts_sum,
+        record = {"step": step + 1, "lr": lr, "grad_norm": float(grad_norm), **parts_sum,
                   "elapsed_s": round(time.time() - t0, 3)}
         if acc.is_main_process:
             with open(log_path, "a") as fh:
@@ -273,9 +285,10 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
         p.data = p.data.to(dtype)
     model.eval()
     summary = {"steps": optim.steps, "resumed_from": start, "tokens": tokens_seen,
-               "wall_time_s": round(time.time() - t0, 2)}
+               "processes": acc.num_processes, "wall_time_s": round(time.time() - t0, 2)}
     if acc.is_main_process:
         model.save_pretrained(out_dir / "model")
+    acc.wait_for_everyone()
     return summary
 
 

@@ -1,5 +1,8 @@
 """The trainer: fp32 master weights, resumed logs, the schedule under several processes."""
 
+import json
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -7,7 +10,9 @@ import torch
 from lsa.config import OptimConfig
 from lsa.data.tokens import TokenStream
 from lsa.models import scratch_llama
-from lsa.train import Objective, read_log, train
+from lsa.train import Objective, lr_lambda, read_log, train
+
+from conftest import ROOT, run, tool
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +29,7 @@ def optim(**kw):
     return OptimConfig(**{"steps": 4, "batch_size": 2, "lr": 1e-3, "warmup_steps": 1, **kw})
 
 
-@pytest.mark.parametrize("half", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("half", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_bf16_weights_keep_small_updates(stream, tmp_path, half):
     """paper: a bf16 base, full fine-tuning at lr 2e-5. AdamW on bf16 weights rounds most
     updates (~lr per step, below half a bf16 ulp of a weight of 0.02) away; fp32 master weights
@@ -89,3 +94,37 @@ def test_resumed_run_logs_every_step_once(stream, tmp_path, alpha):
     assert [r.keys() for r in resumed] == [r.keys() for r in full]
     for a, b in zip(resumed, full):
         assert a == pytest.approx(b, rel=1e-5)
+
+
+def test_logged_lr_is_the_schedule_of_each_step(stream, tmp_path):
+    cfg = optim(steps=6, warmup_steps=2, lr=1e-2, schedule="cosine")
+    train(tiny(), stream, tmp_path / "run", cfg, Objective(l_train=16), seed=0, progress=False)
+    fn = lr_lambda(cfg)
+    assert [r["lr"] for r in read_log(tmp_path / "run")] == pytest.approx(
+        [cfg.lr * fn(step) for step in range(6)])
+
+
+def test_two_processes_step_the_schedule_once_per_optimizer_step(tmp_path):
+    """``accelerate launch`` with two CPU processes: one log line per step, written once, with
+    the single-process schedule; both processes end with the same weights and draw the same
+    CLEX scales (t = 1 leaves the ODE without gradient: DDP must accept it)."""
+    from train_two_processes import OPTIM
+
+    # on CPU, ``--cpu`` alone starts one process: ``--multi_gpu`` starts two gloo ones
+    result = run([tool("accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
+                  "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                  str(ROOT / "tests" / "train_two_processes.py"), str(tmp_path)],
+                 env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+                      "CUDA_VISIBLE_DEVICES": ""}, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    procs = [json.loads((tmp_path / f"process{i}.json").read_text()) for i in (0, 1)]
+    assert [p["summary"]["processes"] for p in procs] == [2, 2]
+    log = read_log(tmp_path / "run")
+    assert [r["step"] for r in log] == list(range(1, OPTIM.steps + 1))
+    fn = lr_lambda(OPTIM)
+    assert [r["lr"] for r in log] == pytest.approx([OPTIM.lr * fn(s) for s in range(OPTIM.steps)])
+    assert procs[0]["draws"] == procs[1]["draws"] and 1.0 in procs[0]["draws"]
+    assert len(procs[0]["draws"]) == OPTIM.steps * OPTIM.grad_accum
+    assert procs[0]["weights_sum"] == pytest.approx(procs[1]["weights_sum"], rel=1e-6)
+    assert procs[0]["weights_abs_sum"] == pytest.approx(procs[1]["weights_abs_sum"], rel=1e-6)
+    assert math.isfinite(log[-1]["ce"])
