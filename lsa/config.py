@@ -427,6 +427,11 @@ class FinetuneConfig(StrictConfig):
     s2_group_ratio: float = 0.25
     eabf_skip_layers: int = 2
     clex_hidden: int = 32
+    # CLEX training: an integer scale t in {1..clex_max_factor} per forward (CLEX-7B-16K: 16)
+    clex_max_factor: int = 16
+    # reference: DAMO-NLP-SG/CLEX (integer t, positions spread over [0, t * l_train));
+    # continuous: t ~ U[1, ceil(l_train / base_window)] on contiguous positions (first version)
+    clex_sampling: Literal["reference", "continuous"] = "reference"
     eval_multiples: list[int] = field(default_factory=lambda: [1, 2, 4])  # x l_train
     # perplexity: chunks of the longest evaluation length; every shorter length (it must divide
     # the longest) scores the same tokens in more chunks (lsa/evaluate/perplexity.py)
@@ -455,7 +460,7 @@ class FinetuneConfig(StrictConfig):
         if any(max(self.eval_multiples) % m for m in self.eval_multiples):
             self._fail("eval_multiples", "every multiple must divide the largest (perplexity "
                                          "scores every length on the same chunks)")
-        for name in ("lora_r", "lora_alpha", "clex_hidden"):
+        for name in ("lora_r", "lora_alpha", "clex_hidden", "clex_max_factor"):
             self._at_least(name, 1)
         self._at_least("eabf_skip_layers", 0)
         self._in_range("lora_dropout", 0.0, 0.9)

@@ -199,7 +199,8 @@ def build_for_run(pipe: PipelineConfig, run: RunConfig, l_train: int):
         kwargs.update(nf4_kwargs())
     model = load_for_method(path, run.method, l0, l_train, spec=spec, **kwargs)
     if spec.clex:
-        install_clex(model, l0, l_train, hidden=fcfg.clex_hidden)
+        install_clex(model, l0, l_train, hidden=fcfg.clex_hidden,
+                     max_factor=fcfg.clex_max_factor, sampling=fcfg.clex_sampling)
     if spec.lora:
         model = apply_lora(model, LoraSettings(r=fcfg.lora_r, alpha=fcfg.lora_alpha,
                                                dropout=fcfg.lora_dropout),

@@ -4,17 +4,22 @@ The loss of a step is ``CE + alpha * L_misalign`` (``lsa.misalign``); with ``alp
 ``ce_on = "a"`` only window A is run (the plain CE baseline, one forward of l_train tokens).
 Every step draws ``l_extra`` and the batch from ``(seed, step)`` alone, so a CE run and a
 regularized run with the same seed see the same text in the same order (the CE run sees window
-A of each sequence), and a resumed run continues exactly where it stopped.
+A of each sequence), and a resumed run continues exactly where it stopped. Random draws
+inside the model (CLEX's scale and positions) come from ``(seed, step, micro-batch)`` too.
 
-Multi-device and mixed precision come from accelerate (``accelerate launch python -m lsa ...``
-works); LoRA/QLoRA from peft; NF4 from bitsandbytes (see ``lsa.models``).
+Several processes come from accelerate (``accelerate launch -m lsa finetune ...``; on a machine
+without GPUs ``--multi_gpu --num_processes N`` starts N gloo processes, ``--cpu`` alone one);
+mixed precision is fp32 master weights under torch autocast (see ``train``); LoRA/QLoRA from
+peft; NF4 from bitsandbytes (see ``lsa.models``).
 
-A run folder holds ``config.json``, ``metrics.jsonl`` (one line per optimizer step),
+A run folder holds ``config.json``, ``metrics.jsonl`` (one line per optimizer step; ``lr`` is
+the learning rate that step applied),
 ``checkpoint/`` (when ``save_every`` > 0), ``model/`` and, written last, ``train_summary.json``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -26,7 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 from lsa.config import OptimConfig
-from lsa.io import write_json
+from lsa.io import atomic_write_text, write_json
 from lsa.misalign import answer_ce, causal_ce, misalignment_loss, sample_l_extra
 
 
@@ -92,6 +97,12 @@ def step_batch(stream, seed: int, step: int, micro: int, batch_size: int, object
     return stream.sample(batch_size, length, gen), l_extra, None
 
 
+def draw_seed(seed: int, step: int, micro: int) -> int:
+    """Seed of the model's own draws in one micro-batch (CLEX's scale and positions): the
+    same on every process, as in the CLEX reference, and apart from ``step_batch``'s seeds."""
+    return 2**40 + seed * 1_000_003 + step * 1_000 + micro
+
+
 def compute_loss(model, tokens: torch.Tensor, l_extra: int, objective: Objective,
                  answer_mask: torch.Tensor | None = None) -> dict[str, Any]:
     """The step's loss and its parts (floats for logging, the loss as a tensor)."""
@@ -135,45 +146,94 @@ def apply_lora(model, lora: LoraSettings, quantized: bool = False,
     return get_peft_model(model, config)
 
 
+def fp32_master_weights(model) -> list[tuple[torch.nn.Parameter, torch.dtype]]:
+    """Cast the trainable bf16/fp16 parameters to fp32 in place (the optimizer's master
+    weights: AdamW updates of ~lr round to zero on bf16 weights at lr 2e-5); returns them with
+    the dtype they had. Frozen weights (a bf16 or 4-bit base under LoRA) stay as they are."""
+    lowered = [(p, p.dtype) for p in model.parameters()
+               if p.requires_grad and p.dtype in (torch.bfloat16, torch.float16)]
+    for p, _ in lowered:
+        p.data = p.data.float()
+    return lowered
+
+
+def truncate_log(path: Path, step: int) -> None:
+    """Keep the log lines of steps ``<= step``: a run resumed from the checkpoint of ``step``
+    logs the later steps again (a line cut by the kill ends the kept part)."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line)["step"] > step:
+                break
+        except json.JSONDecodeError:
+            break
+        kept.append(line + "\n")
+    atomic_write_text(path, "".join(kept))
+
+
 def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Objective,
           seed: int, *, run_config: dict[str, Any] | None = None, progress: bool = True,
           accelerator=None) -> dict[str, Any]:
     """Train ``model`` in place on ``stream``; returns the summary (also written to the folder).
 
     A folder with ``train_summary.json`` is a finished run: it is not retrained (load its
-    ``model/`` instead). A folder with ``checkpoint/`` resumes from it.
+    ``model/`` instead). A folder with ``checkpoint/`` resumes from it, and its log is cut back
+    to the checkpoint's step.
+
+    Precision: trainable bf16/fp16 weights are trained as fp32 master weights
+    (``fp32_master_weights``) under autocast in their own dtype (fp16 with loss scaling), and
+    cast back at the end, so the model keeps the dtype it was loaded in; fp32 models are
+    autocast to bf16 when ``optim.bf16`` is set on a GPU.
+
+    Several processes (``accelerate launch``): each draws its own micro-batches
+    (``step_batch``), gradients are all-reduced once per optimizer step (``no_sync`` on the
+    earlier micro-batches), the schedule steps once per optimizer step (it is not prepared:
+    accelerate would step it once per process), and only the main process writes the log and
+    the model. Modules with a ``seed_draws`` method (CLEX) are reseeded before every micro-batch
+    from ``draw_seed`` (the same on every process).
     """
-    from accelerate import Accelerator
+    from accelerate import Accelerator, DistributedDataParallelKwargs
 
     out_dir = Path(out_dir)
     summary_file = out_dir / "train_summary.json"
     if summary_file.exists():
         raise FileExistsError(f"{out_dir} holds a finished run; load it instead of retraining")
     out_dir.mkdir(parents=True, exist_ok=True)
-    if run_config is not None:
-        write_json(out_dir / "config.json", run_config)
+    drawing = [m for m in model.modules() if hasattr(m, "seed_draws")]
+    # CLEX at t = 1 leaves its ODE out of the graph: DDP must allow unused parameters
     acc = accelerator or Accelerator(
-        mixed_precision="bf16" if optim.bf16 and torch.cuda.is_available() else "no",
-        cpu=not torch.cuda.is_available())
+        mixed_precision="no", cpu=not torch.cuda.is_available(),
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=bool(drawing))])
+    if run_config is not None and acc.is_main_process:
+        write_json(out_dir / "config.json", run_config)
+    lowered = fp32_master_weights(model)
+    amp = lowered[0][1] if lowered else (
+        torch.bfloat16 if optim.bf16 and acc.device.type == "cuda" else None)
+    scaler = torch.amp.GradScaler(acc.device.type, enabled=amp == torch.float16)
     if optim.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=optim.lr, weight_decay=optim.weight_decay,
                             betas=(0.9, 0.95))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(optim))
-    model, opt, sched = acc.prepare(model, opt, sched)
+    model, opt = acc.prepare(model, opt)
+    acc.register_for_checkpointing(sched, *([scaler] if scaler.is_enabled() else []))
     ckpt = out_dir / "checkpoint"
     start = 0
     if (ckpt / "step.json").exists():
         acc.load_state(str(ckpt))
         start = json.loads((ckpt / "step.json").read_text())["step"]
     log_path = out_dir / "metrics.jsonl"
-    if start == 0 and log_path.exists():
-        log_path.unlink()
+    if acc.is_main_process:
+        truncate_log(log_path, start)
+    acc.wait_for_everyone()
     model.train()
     tokens_seen, t0 = 0, time.time()
-    bar = tqdm(range(start, optim.steps), desc=out_dir.name, disable=not progress,
-               initial=start, total=optim.steps)
+    bar = tqdm(range(start, optim.steps), desc=out_dir.name,
+               disable=not progress or not acc.is_main_process, initial=start,
+               total=optim.steps)
     for step in bar:
         parts_sum: dict[str, float] = {}
         for micro in range(optim.grad_accum):
@@ -181,24 +241,33 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
                                                objective, acc.process_index, acc.num_processes)
             tokens = tokens.to(acc.device)
             mask = None if mask is None else mask.to(acc.device)
-            with acc.autocast():
-                parts = compute_loss(model, tokens, l_extra, objective, mask)
-            loss = parts.pop("loss")
-            if not torch.isfinite(loss):
-                raise NonFiniteLossError(
-                    f"non-finite loss at step {step} in {out_dir}: "
-                    + ", ".join(f"{k}={v}" for k, v in parts.items())
-                    + ". Lower the learning rate or alpha; the last checkpoint (if any) is kept.")
-            acc.backward(loss / optim.grad_accum)
+            for module in drawing:
+                module.seed_draws(draw_seed(seed, step, micro))
+            sync = micro == optim.grad_accum - 1
+            with contextlib.nullcontext() if sync else acc.no_sync(model):
+                with torch.autocast(acc.device.type, dtype=amp or torch.bfloat16,
+                                    enabled=amp is not None):
+                    parts = compute_loss(model, tokens, l_extra, objective, mask)
+                loss = parts.pop("loss")
+                if not torch.isfinite(loss):
+                    raise NonFiniteLossError(
+                        f"non-finite loss at step {step} in {out_dir}: "
+                        + ", ".join(f"{k}={v}" for k, v in parts.items())
+                        + ". Lower the learning rate or alpha; the last checkpoint (if any) is "
+                          "kept.")
+                acc.backward(scaler.scale(loss / optim.grad_accum))
             for key, value in parts.items():
                 parts_sum[key] = parts_sum.get(key, 0.0) + float(value) / optim.grad_accum
             tokens_seen += tokens.numel()
+        scaler.unscale_(opt)
         grad_norm = acc.clip_grad_norm_(params, optim.clip)
-        opt.step()
-        sched.step()
+        lr, scale = sched.get_last_lr()[0], scaler.get_scale()
+        scaler.step(opt)
+        scaler.update()
+        if scaler.get_scale() >= scale:  # an fp16 overflow skips the step and lowers the scale
+            sched.step()
         opt.zero_grad(set_to_none=True)
-        record = {"step": step + 1, "lr": sched.get_last_lr()[0],
-                  "grad_norm": float(grad_norm), **parts_sum,
+        record = {"step": step + 1, "lr": lr, "grad_norm": float(grad_norm), **parts_sum,
                   "elapsed_s": round(time.time() - t0, 3)}
         if acc.is_main_process:
             with open(log_path, "a") as fh:
@@ -212,11 +281,14 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
                 write_json(ckpt / "step.json", {"step": step + 1})
     bar.close()
     model = acc.unwrap_model(model)
+    for p, dtype in lowered:
+        p.data = p.data.to(dtype)
     model.eval()
     summary = {"steps": optim.steps, "resumed_from": start, "tokens": tokens_seen,
-               "wall_time_s": round(time.time() - t0, 2)}
+               "processes": acc.num_processes, "wall_time_s": round(time.time() - t0, 2)}
     if acc.is_main_process:
         model.save_pretrained(out_dir / "model")
+    acc.wait_for_everyone()
     return summary
 
 

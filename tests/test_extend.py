@@ -164,11 +164,7 @@ def test_clex_is_trainable_and_changes_with_its_parameters():
     z = clex.log_freqs(3.0)
     z.sum().backward()
     assert clex.up.grad is not None and clex.down.grad.abs().sum() > 0
-    clex.eval()
-    assert clex.scale_for(64) == 2.0 and clex.scale_for(16) == 1.0
-    clex.train()
-    t = clex.scale_for(64)
-    assert 1.0 <= t <= 4.0
+    assert clex.eval_scale(64) == 2 and clex.eval_scale(16) == 1
 
 
 def test_install_clex_in_a_model_keeps_outputs_within_the_base_window():
@@ -189,3 +185,192 @@ def test_gpu_check_runs_its_cpu_path(tmp_path):
     assert cost["ce"]["tokens_per_s"] > 0 and cost["ce+0.1sce"]["tokens_per_s"] > 0
     assert set(report["perplexity_after_regularized_steps"]) == {256, 512}
     assert "not checked" in report["nf4"] or report["nf4"]["loaded"]
+
+
+# --- CLEX training draws (DAMO-NLP-SG/CLEX ``CLEXScalingRotaryEmbedding``) --------------------
+
+
+def clex_model(base_window=8, target_window=8, **kw):
+    model = scratch_llama(vocab_size=64, hidden_size=32, n_layers=2, n_heads=4,
+                          intermediate_size=64, base_window=base_window, seed=0)
+    return model, install_clex(model, base_window, target_window, hidden=8, **kw)
+
+
+def token_stream():
+    import numpy as np
+
+    from lsa.data.tokens import TokenStream
+
+    return TokenStream(np.random.default_rng(0).integers(0, 64, 2000).astype(np.uint16), "t")
+
+
+def record_draws(clex):
+    draws = []
+    clex.register_forward_hook(lambda m, args, out: draws.append(
+        (m.sampled_t, None if m.sampled_positions is None else m.sampled_positions.clone())))
+    return draws
+
+
+def clex_train(model, folder, seed, alpha=0.0, steps=2, grad_accum=1, lr=1e-2):
+    from lsa.config import OptimConfig
+    from lsa.train import Objective, train
+
+    optim = OptimConfig(steps=steps, batch_size=2, grad_accum=grad_accum, lr=lr,
+                        warmup_steps=0, schedule="constant")
+    return train(model, token_stream(), folder, optim, Objective(l_train=8, alpha=alpha), seed,
+                 progress=False)
+
+
+def test_clex_trains_its_ode_when_l_train_is_the_base_window(tmp_path):
+    """paper's CLEX at 4K on a 4K base: the ODE must see scales t > 1 during training."""
+    model, clex = clex_model(base_window=8, target_window=8)
+    draws = record_draws(clex)
+    up, down = clex.up.detach().clone(), clex.down.detach().clone()
+    clex_train(model, tmp_path / "run", seed=0, steps=2)
+    assert [t for t, _ in draws] and all(t > 1 for t, _ in draws)  # this seed draws t > 1
+    assert not torch.equal(clex.down, down)  # step 1: down gets a gradient
+    assert not torch.equal(clex.up, up)      # step 2: up too, through the now non-zero down
+
+
+def test_clex_gradient_of_one_training_forward_at_the_base_window():
+    model, clex = clex_model(base_window=8, target_window=8)
+    model.train()
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))
+    for seed in range(20):  # the first draw with t > 1 (15 in 16 are)
+        clex.seed_draws(seed)
+        model.zero_grad()
+        model(input_ids=ids, labels=ids).loss.backward()
+        if clex.sampled_t > 1:
+            break
+    assert clex.down.grad.abs().sum() > 0
+    assert clex.up.grad is None or clex.up.grad.abs().sum() == 0  # down = 0: nothing yet
+
+
+def test_clex_reference_draws_integer_scales_and_spread_positions():
+    clex = ClexRotaryEmbedding(8, 10000.0, base_window=16, max_factor=4).train()
+    clex.seed_draws(0)
+    seen = set()
+    for _ in range(200):
+        t, pos = clex.draw(16)
+        seen.add(t)
+        assert t == int(t) and 1 <= t <= 4
+        assert pos.shape == (16,) and pos[0] == 0 and pos[-1] == 16 * t - 1
+        assert torch.equal(pos, pos.round()) and (pos.diff() > 0).all()  # distinct, sorted
+    assert seen == {1.0, 2.0, 3.0, 4.0}
+    # at t = 1 the positions are contiguous, as in the reference (randperm takes them all)
+    while True:
+        t, pos = clex.draw(16)
+        if t == 1:
+            break
+    assert torch.equal(pos, torch.arange(16).float())
+    # twice the base window: the reference divides by k = L // L0 = 2 (spread over [0, t L0))
+    t, pos = clex.draw(32)
+    assert pos.shape == (32,) and pos[-1] == 32 * t // 2 - 1
+    assert torch.equal(pos * 2, (pos * 2).round()) and (pos.diff() >= 0).all()
+
+
+def test_clex_training_forward_uses_the_drawn_positions_at_contiguous_ids():
+    clex = ClexRotaryEmbedding(8, 10000.0, base_window=16, max_factor=4, hidden=4).train()
+    with torch.no_grad():
+        clex.down.normal_(0, 0.1)
+    x = torch.zeros(2, 16, 8)
+    ids = torch.arange(16)[None].expand(2, 16)
+    clex.seed_draws(3)
+    cos, sin = clex(x, ids)
+    clex.seed_draws(3)
+    t, pos = clex.draw(16)
+    assert clex.sampled_t == t and torch.equal(clex.sampled_positions, pos)
+    angles = pos[:, None] * clex.log_freqs(t).exp()
+    torch.testing.assert_close(cos[0], torch.cat([angles, angles], -1).cos())
+    torch.testing.assert_close(sin[1], torch.cat([angles, angles], -1).sin())
+
+
+def test_clex_training_keeps_one_causal_sequence():
+    """The model sees contiguous position ids (no packed-sequence masks): a later token never
+    changes an earlier logit, and the first token still reaches the last one."""
+    model, clex = clex_model(base_window=8, target_window=8, max_factor=4)
+    with torch.no_grad():
+        clex.down.normal_(0, 0.1)
+    model.train()
+    ids = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(4))
+
+    def logits(tokens):
+        clex.seed_draws(11)  # the same draw for every forward
+        out = model(input_ids=tokens).logits
+        assert clex.sampled_t > 1 and clex.sampled_positions[-1] > 7  # positions spread
+        return out
+
+    ref = logits(ids)
+    later = ids.clone()
+    later[:, 5:] = (later[:, 5:] + 1) % 64
+    torch.testing.assert_close(logits(later)[:, :5], ref[:, :5])
+    first = ids.clone()
+    first[:, 0] = (first[:, 0] + 1) % 64
+    assert not torch.allclose(logits(first)[:, -1], ref[:, -1])
+
+
+def test_clex_evaluation_is_contiguous_with_t_ceil_of_the_length():
+    clex = ClexRotaryEmbedding(8, 10000.0, base_window=16, max_factor=4, hidden=4).eval()
+    with torch.no_grad():
+        clex.down.normal_(0, 0.1)
+    for length, t in ((10, 1), (16, 1), (17, 2), (48, 3), (64, 4), (100, 4)):  # capped at 4
+        assert clex.eval_scale(length) == t
+        cos, _ = clex(torch.zeros(1, length, 8), torch.arange(length)[None])
+        angles = torch.arange(length).float()[:, None] * clex.log_freqs(t).exp()
+        torch.testing.assert_close(cos[0], torch.cat([angles, angles], -1).cos())
+    assert clex.sampled_t is None  # evaluation draws nothing
+
+
+def test_clex_continuous_sampling_keeps_the_first_version():
+    clex = ClexRotaryEmbedding(8, 10000.0, base_window=16, t_max=3, sampling="continuous")
+    clex.train().seed_draws(0)
+    draws = [clex.draw(16) for _ in range(50)]
+    assert all(pos is None and 1.0 <= t <= 3.0 for t, pos in draws)
+    assert len({t for t, _ in draws}) == 50  # continuous
+    assert clex.eval().eval_scale(100) == 7  # not capped
+    with pytest.raises(ValueError, match="sampling"):
+        ClexRotaryEmbedding(8, 10000.0, base_window=16, sampling="uniform")
+
+
+def test_clex_runs_with_one_seed_draw_the_same_scales(tmp_path):
+    """CE-only and regularized runs (one forward of batch 2 for windows A and B: one draw)
+    see the same scale and positions at every micro-batch, whatever else used the global RNG
+    before (dropout, another initialisation); another seed draws others."""
+    runs = {}
+    for i, (name, alpha, seed) in enumerate((("ce", 0.0, 5), ("reg", 0.1, 5), ("other", 0.0, 6))):
+        model, clex = clex_model(base_window=8, target_window=32)
+        draws = record_draws(clex)
+        torch.manual_seed(100 + i)  # the global RNG differs between the runs
+        clex_train(model, tmp_path / name, seed=seed, alpha=alpha, steps=3, grad_accum=2)
+        runs[name] = draws
+    assert len(runs["ce"]) == 6
+    assert [t for t, _ in runs["ce"]] == [t for t, _ in runs["reg"]]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(runs["ce"], runs["reg"]))
+    assert [t for t, _ in runs["ce"]] != [t for t, _ in runs["other"]]
+    assert len({t for t, _ in runs["ce"]}) > 1
+
+
+def test_clex_settings_are_validated():
+    from lsa.config import ConfigError, FinetuneConfig
+
+    cfg = FinetuneConfig()
+    assert (cfg.clex_max_factor, cfg.clex_sampling) == (16, "reference")
+    with pytest.raises(ConfigError, match="clex_max_factor = 0: must be >= 1"):
+        FinetuneConfig.from_dict({"clex_max_factor": 0})
+    with pytest.raises(ConfigError, match="clex_sampling"):
+        FinetuneConfig.from_dict({"clex_sampling": "uniform"})
+
+
+def test_clex_frequencies_stay_fp32_under_autocast():
+    """Mixed-precision training runs the forward under bf16 autocast: the ODE and the angles
+    must not be computed in bf16 (as transformers' own rotary module, which turns it off)."""
+    clex = ClexRotaryEmbedding(16, 10000.0, base_window=16, max_factor=4, hidden=8).eval()
+    with torch.no_grad():
+        clex.down.normal_(0, 0.1)
+    x, ids = torch.zeros(1, 64, 16), torch.arange(64)[None]
+    ref = clex(x, ids)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = clex(x, ids)
+    for a, b in zip(got, ref):
+        assert a.dtype == torch.float32
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)

@@ -1,0 +1,130 @@
+"""The trainer: fp32 master weights, resumed logs, the schedule under several processes."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lsa.config import OptimConfig
+from lsa.data.tokens import TokenStream
+from lsa.models import scratch_llama
+from lsa.train import Objective, lr_lambda, read_log, train
+
+from conftest import ROOT, run, tool
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return TokenStream(np.random.default_rng(0).integers(0, 64, 3000).astype(np.uint16), "t")
+
+
+def tiny(seed=1):
+    return scratch_llama(vocab_size=64, hidden_size=16, n_layers=2, n_heads=2,
+                         intermediate_size=32, base_window=32, seed=seed)
+
+
+def optim(**kw):
+    return OptimConfig(**{"steps": 4, "batch_size": 2, "lr": 1e-3, "warmup_steps": 1, **kw})
+
+
+@pytest.mark.parametrize("half", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_bf16_weights_keep_small_updates(stream, tmp_path, half):
+    """paper: a bf16 base, full fine-tuning at lr 2e-5. AdamW on bf16 weights rounds most
+    updates (~lr per step, below half a bf16 ulp of a weight of 0.02) away; fp32 master weights
+    keep them, so the run moves its weights as the same run in fp32 does (from the same,
+    bf16-representable start), up to bf16 compute. The model keeps the dtype it was loaded in.
+    fp16 goes the same way, with loss scaling."""
+    cfg = optim(steps=8, lr=2e-5, warmup_steps=0, schedule="constant")
+    moved, ce = {}, {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", half)):
+        model = tiny().to(half).to(dtype)
+        before = {n: p.detach().float().clone() for n, p in model.named_parameters()
+                  if n.endswith("proj.weight")}
+        train(model, stream, tmp_path / name, cfg, Objective(l_train=16), seed=0,
+              progress=False)
+        assert {p.dtype for p in model.parameters()} == {dtype}
+        moved[name] = torch.cat([(model.get_parameter(n).float() - w).flatten()
+                                 for n, w in before.items()])
+        ce[name] = [r["ce"] for r in read_log(tmp_path / name)]
+    # today's bf16 AdamW: ratio 0.31, cosine 0.50; fp32 master weights: 0.88, 0.90
+    assert moved["bf16"].abs().mean() / moved["fp32"].abs().mean() > 0.75
+    assert torch.nn.functional.cosine_similarity(moved["bf16"], moved["fp32"], dim=0) > 0.8
+    assert ce["bf16"] == pytest.approx(ce["fp32"], rel=0.02)
+
+
+class Killed(Exception):
+    pass
+
+
+class DyingStream:
+    """A stream that dies at its ``die_at``-th sample (the kill of a running job)."""
+
+    def __init__(self, stream, die_at):
+        self.stream, self.die_at, self.calls = stream, die_at, 0
+
+    def sample(self, *args):
+        self.calls += 1
+        if self.calls == self.die_at:
+            raise Killed
+        return self.stream.sample(*args)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.1])
+def test_resumed_run_logs_every_step_once(stream, tmp_path, alpha):
+    objective = Objective(l_train=16, alpha=alpha)
+    train(tiny(), stream, tmp_path / "full", optim(steps=6), objective, seed=2, progress=False)
+    cut = optim(steps=6, save_every=2)
+    with pytest.raises(Killed):  # dies during step 5: checkpoint at 2 and 4, steps 1-4 logged
+        train(tiny(), DyingStream(stream, 5), tmp_path / "cut", cut, objective, seed=2,
+              progress=False)
+    with pytest.raises(Killed):  # resumed at 4, dies during step 6: step 5 logged
+        train(tiny(), DyingStream(stream, 2), tmp_path / "cut", cut, objective, seed=2,
+              progress=False)
+    assert [r["step"] for r in read_log(tmp_path / "cut")] == [1, 2, 3, 4, 5]
+    summary = train(tiny(), stream, tmp_path / "cut", cut, objective, seed=2, progress=False)
+    assert summary["resumed_from"] == 4
+
+    def strip(log):
+        return [{k: v for k, v in r.items() if k != "elapsed_s"} for r in log]
+
+    full, resumed = strip(read_log(tmp_path / "full")), strip(read_log(tmp_path / "cut"))
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]
+    assert [r.keys() for r in resumed] == [r.keys() for r in full]
+    for a, b in zip(resumed, full):
+        assert a == pytest.approx(b, rel=1e-5)
+
+
+def test_logged_lr_is_the_schedule_of_each_step(stream, tmp_path):
+    cfg = optim(steps=6, warmup_steps=2, lr=1e-2, schedule="cosine")
+    train(tiny(), stream, tmp_path / "run", cfg, Objective(l_train=16), seed=0, progress=False)
+    fn = lr_lambda(cfg)
+    assert [r["lr"] for r in read_log(tmp_path / "run")] == pytest.approx(
+        [cfg.lr * fn(step) for step in range(6)])
+
+
+def test_two_processes_step_the_schedule_once_per_optimizer_step(tmp_path):
+    """``accelerate launch`` with two CPU processes: one log line per step, written once, with
+    the single-process schedule; both processes end with the same weights and draw the same
+    CLEX scales (t = 1 leaves the ODE without gradient: DDP must accept it)."""
+    from train_two_processes import OPTIM
+
+    # on CPU, ``--cpu`` alone starts one process: ``--multi_gpu`` starts two gloo ones
+    result = run([tool("accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
+                  "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                  str(ROOT / "tests" / "train_two_processes.py"), str(tmp_path)],
+                 env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+                      "CUDA_VISIBLE_DEVICES": ""}, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    procs = [json.loads((tmp_path / f"process{i}.json").read_text()) for i in (0, 1)]
+    assert [p["summary"]["processes"] for p in procs] == [2, 2]
+    log = read_log(tmp_path / "run")
+    assert [r["step"] for r in log] == list(range(1, OPTIM.steps + 1))
+    fn = lr_lambda(OPTIM)
+    assert [r["lr"] for r in log] == pytest.approx([OPTIM.lr * fn(s) for s in range(OPTIM.steps)])
+    assert procs[0]["draws"] == procs[1]["draws"] and 1.0 in procs[0]["draws"]
+    assert len(procs[0]["draws"]) == OPTIM.steps * OPTIM.grad_accum
+    assert procs[0]["weights_sum"] == pytest.approx(procs[1]["weights_sum"], rel=1e-6)
+    assert procs[0]["weights_abs_sum"] == pytest.approx(procs[1]["weights_abs_sum"], rel=1e-6)
+    assert math.isfinite(log[-1]["ce"])
