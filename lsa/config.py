@@ -415,7 +415,8 @@ class FinetuneConfig(StrictConfig):
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(steps=10, lr=1e-3))
     reduce_terms: Literal["sum", "mean"] = "sum"
     detach: Literal["none", "long", "short"] = "none"
-    positions: Literal["all", "last"] = "all"
+    # overlap positions of the training term: all, the last, or where both contexts >= l/2
+    positions: Literal["all", "last", "paper"] = "all"
     chunk_size: int = 512
     # method settings (lsa/extend): ABF base, LoRA (LongQLoRA), S2 groups, EABF, CLEX
     abf_theta: float = 500000.0

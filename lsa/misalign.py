@@ -20,8 +20,29 @@ Divergences (``divergence=``):
 
 Options the paper leaves open, with our defaults: the two terms are summed (``reduce_terms=
 "sum"``; ``"mean"`` halves them); no side is detached (``detach="none"``, or ``"long"`` /
-``"short"``); SCE is averaged over all overlap positions (``positions="all"``, or ``"last"``);
-the CE is window A's (``ce_on="a"``, or ``"both"``).
+``"short"``); the training term averages SCE over all overlap positions (``positions="all"``,
+or ``"last"``, or ``"paper"``); the CE is window A's (``ce_on="a"``, or ``"both"``).
+
+Position sets (``select_positions``). At overlap index ``i`` (absolute position
+``p = l_extra + i``) window A's context is ``p + 1`` tokens and window B's ``i + 1``:
+
+- ``"all"``: every overlap position, ``i`` in ``[0, l_train - l_extra)``;
+- ``"last"``: the last one only (A's context ``l_train``, B's ``l_train - l_extra``);
+- ``"paper"``: the positions where both contexts are at least ``l_train / 2`` tokens long, as
+  the paper's metric draws both lengths from ``[l/2, l]``. B's context is the shorter, so this
+  is ``i + 1 >= ceil(l_train / 2)``: ``i`` in ``[ceil(l/2) - 1, l_train - l_extra)``, which
+  holds ``floor(l/2) + 1 - l_extra`` positions, one (A's context ``l``, B's ``l/2``) at
+  ``l_extra = floor(l/2)``, none for larger ``l_extra``.
+
+Every set is empty when the overlap is; ``"paper"`` also for ``l_extra > floor(l/2)`` (settings
+3 at its top and 4). An empty set gives a zero training term with a zero gradient; the metric
+redraws such an ``l_extra``.
+
+The metric (Table 1, ``misalignment_metric``) defaults to ``positions="paper"``: averaged over
+all overlap positions it is dominated by B's near-empty contexts (1, 2, ... tokens), which the
+paper's definition excludes. ``misalignment_metrics`` gives several sets from one forward pass
+per sample (the runs report ``"paper"`` as ``misalignment`` and ``"all"`` as
+``misalignment_all``).
 
 Memory: the divergence is computed in chunks of positions, each in fp32 and recomputed in the
 backward pass (activation checkpointing), so no more than a chunk x vocabulary of fp32 lives at
@@ -39,6 +60,8 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 Divergence = Literal["sce", "jeffreys"]
+Positions = Literal["all", "last", "paper"]
+POSITIONS = ("all", "last", "paper")
 
 #: positions per chunk of the divergence; with a 32000 vocabulary one fp32 chunk is 64 MB
 DEFAULT_CHUNK = 512
@@ -151,6 +174,19 @@ class Windows:
         return slice(0, self.n_overlap)
 
 
+def select_positions(l_train: int, l_extra: int, positions: str) -> tuple[slice, slice]:
+    """``(indices into window A's logits, indices into window B's logits)`` of the overlap
+    positions in the set ``positions`` (``"all"``, ``"last"``, ``"paper"``; see the module
+    docstring); both empty when the set is."""
+    if positions not in POSITIONS:
+        raise ValueError(f"positions = {positions!r}: must be one of "
+                         f"{', '.join(map(repr, POSITIONS))}")
+    n = max(0, l_train - l_extra)
+    first = {"all": 0, "last": n - 1, "paper": math.ceil(l_train / 2) - 1}[positions]
+    first = min(max(first, 0), n)
+    return slice(min(l_extra, l_train) + first, min(l_extra, l_train) + n), slice(first, n)
+
+
 def overlap_windows(tokens: torch.Tensor, l_train: int, l_extra: int) -> Windows:
     """Cut windows A and B from ``tokens`` of length ``l_train + l_extra`` (last dimension)."""
     if l_extra < 1:
@@ -174,7 +210,7 @@ class MisalignOutput:
     ce: torch.Tensor          # the CE term used in the loss (window A, B or both; + answers)
     ce_a: torch.Tensor        # token-mean CE of window A
     ce_b: torch.Tensor        # token-mean CE of window B
-    misalign: torch.Tensor    # divergence averaged over the overlap (0 when it is empty)
+    misalign: torch.Tensor    # divergence averaged over the position set (0 when empty)
     n_overlap: int
     l_extra: int
     answer_ce: torch.Tensor | None = None  # CE of the answer tokens (window B), when given
@@ -210,7 +246,7 @@ def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *
                       alpha: float = 0.1, divergence: Divergence = "sce",
                       reduce_terms: Literal["sum", "mean"] = "sum",
                       detach: Literal["none", "long", "short"] = "none",
-                      positions: Literal["all", "last"] = "all",
+                      positions: Positions = "all",
                       ce_on: Literal["a", "b", "both"] = "a",
                       chunk_size: int | None = DEFAULT_CHUNK,
                       measure_misalign: bool = True,
@@ -227,11 +263,10 @@ def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *
     """
     if alpha < 0:
         raise ValueError(f"alpha = {alpha}: must be >= 0")
-    if positions not in ("all", "last"):
-        raise ValueError(f"positions = {positions!r}: must be 'all' or 'last'")
     if ce_on not in ("a", "b", "both"):
         raise ValueError(f"ce_on = {ce_on!r}: must be 'a', 'b' or 'both'")
     w = overlap_windows(tokens, l_train, l_extra)
+    sel_a, sel_b = select_positions(l_train, l_extra, positions)
     n = tokens.shape[0]
     logits = model(input_ids=torch.cat([w.a, w.b], dim=0)).logits
     logits_a, logits_b = logits[:n], logits[n:]
@@ -242,14 +277,12 @@ def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *
     if answer_mask is not None:
         ans = answer_ce(logits_b, w.b, answer_mask[:, l_extra:l_extra + l_train])
         ce = ce + answer_weight * ans
-    if w.n_overlap == 0:
+    if sel_b.start == sel_b.stop:  # empty position set
         misalign = logits.new_zeros((), dtype=torch.float32) + 0.0 * logits.sum()
     elif not alpha and not measure_misalign:
         misalign = torch.tensor(float("nan"))
     else:
-        la, lb = logits_a[:, w.overlap_a], logits_b[:, w.overlap_b]
-        if positions == "last":
-            la, lb = la[:, -1:], lb[:, -1:]
+        la, lb = logits_a[:, sel_a], logits_b[:, sel_b]
         with torch.set_grad_enabled(torch.is_grad_enabled() and alpha > 0):
             misalign = symmetric_cross_entropy(la, lb, divergence=divergence,
                                                reduce_terms=reduce_terms, detach=detach,
@@ -272,31 +305,56 @@ class MetricResult:
 
 
 @torch.no_grad()
-def misalignment_metric(model, stream, l_train: int, n_samples: int = 64, *,
-                        setting: int = 1, divergence: Divergence = "sce", seed: int = 0,
-                        batch_size: int = 8, chunk_size: int | None = DEFAULT_CHUNK,
-                        device: str | torch.device | None = None) -> MetricResult:
-    """``E_{x, l_extra}`` of the divergence over the overlap of windows A and B (no gradient):
-    the long-short misalignment of a trained model. ``stream`` is a ``TokenStream`` (anything
-    with ``sample(n, length, generator)``). Returns the mean over samples and its standard error.
+def misalignment_metrics(model, stream, l_train: int, n_samples: int = 64, *,
+                         positions: tuple[str, ...] = ("paper", "all"), setting: int = 1,
+                         divergence: Divergence = "sce", seed: int = 0, batch_size: int = 8,
+                         chunk_size: int | None = DEFAULT_CHUNK,
+                         device: str | torch.device | None = None) -> dict[str, MetricResult]:
+    """``E_{x, l_extra}`` of the divergence over each set of overlap positions in ``positions``
+    (no gradient): the long-short misalignment of a trained model, one ``MetricResult`` (mean
+    over samples, its standard error) per set. One forward pass of windows A and B per sample
+    and one divergence over its whole overlap serve every set. ``stream`` is a
+    ``TokenStream`` (anything with ``sample(n, length, generator)``).
+
+    A draw of ``l_extra`` that leaves any requested set empty is redrawn, so that every set
+    averages the same samples (with ``"paper"`` and settings 3-4, the ``"all"`` value is then
+    over ``l_extra <= l/2`` only; setting 1, the runs' default, never redraws).
     """
+    if not positions:
+        raise ValueError("positions: name at least one set")
     model_was_training = model.training
     model.eval()
     device = device or next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
-    values: list[float] = []
-    while len(values) < n_samples:
+    values: dict[str, list[float]] = {name: [] for name in positions}
+    done = 0
+    while done < n_samples:
         l_extra = sample_l_extra(l_train, setting, gen)
-        if l_extra >= l_train:
-            continue  # no overlap: nothing to compare (setting 4 at l_extra = l)
-        count = min(batch_size, n_samples - len(values))
+        sets = {name: select_positions(l_train, l_extra, name)[1] for name in positions}
+        if any(sl.start == sl.stop for sl in sets.values()):
+            continue  # nothing to compare (e.g. setting 4 at l_extra = l)
+        count = min(batch_size, n_samples - done)
         tokens = stream.sample(count, l_train + l_extra, gen).to(device)
         w = overlap_windows(tokens, l_train, l_extra)
         logits = model(input_ids=torch.cat([w.a, w.b], dim=0)).logits
         div = symmetric_cross_entropy(logits[:count, w.overlap_a], logits[count:, w.overlap_b],
                                       divergence=divergence, chunk_size=chunk_size)
-        values.extend(div.mean(dim=-1).tolist())
+        for name, sl in sets.items():
+            values[name].extend(div[:, sl].mean(dim=-1).tolist())
+        done += count
     model.train(model_was_training)
+    return {name: _summary(v) for name, v in values.items()}
+
+
+def _summary(values: list[float]) -> MetricResult:
     mean = sum(values) / len(values)
     var = sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)
     return MetricResult(mean, math.sqrt(var / len(values)), len(values), values)
+
+
+def misalignment_metric(model, stream, l_train: int, n_samples: int = 64, *,
+                        positions: Positions = "paper", **kwargs) -> MetricResult:
+    """The misalignment metric over one set of positions (default the paper's: both contexts
+    at least ``l_train / 2`` tokens); ``kwargs`` as ``misalignment_metrics``."""
+    return misalignment_metrics(model, stream, l_train, n_samples, positions=(positions,),
+                                **kwargs)[positions]

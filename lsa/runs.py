@@ -212,11 +212,13 @@ def build_for_run(pipe: PipelineConfig, run: RunConfig, l_train: int):
 def finetune(pipe: PipelineConfig, name: str, progress: bool = True) -> Path:
     """One context-extension run of ``finetune.runs``: base model + method at its ``l_train``,
     trained with CE + alpha * SCE, then perplexity at every evaluation length and the
-    misalignment metric on the test books. Reused when finished."""
+    misalignment metric on the test books (``misalignment``: the paper's, both contexts at least
+    l_train / 2 tokens; ``misalignment_all``: every overlap position; one forward pass per
+    sample for both). Reused when finished."""
     from dataclasses import replace
 
     from lsa.evaluate.perplexity import perplexity
-    from lsa.misalign import misalignment_metric
+    from lsa.misalign import misalignment_metrics
     from lsa.models import count_parameters
     from lsa.train import Objective, finish, train
 
@@ -240,13 +242,16 @@ def finetune(pipe: PipelineConfig, name: str, progress: bool = True) -> Path:
                     run_config=config, progress=progress)
     test = corpus.streams["test"]
     ppl = perplexity(model, test, fcfg.eval_lengths(run), max_chunks=fcfg.eval_max_chunks)
-    metric = misalignment_metric(model, test, l_train, fcfg.metric_samples, seed=run.seed)
+    metric = misalignment_metrics(model, test, l_train, fcfg.metric_samples,
+                                  positions=("paper", "all"), seed=run.seed)
     metrics = {"run": name, "method": run.method, "alpha": run.alpha, "seed": run.seed,
                "l_train": l_train, "base_window": pcfg.model.base_window,
                "lr": optim.lr, "steps": optim.steps,
                "trainable_parameters": count_parameters(model, trainable_only=True),
                "data_source": corpus.source, "perplexity": ppl,
-               "misalignment": {"mean": metric.mean, "stderr": metric.stderr, "n": metric.n},
+               **{key: {"mean": res.mean, "stderr": res.stderr, "n": res.n, "positions": pos}
+                  for key, pos, res in (("misalignment", "paper", metric["paper"]),
+                                        ("misalignment_all", "all", metric["all"]))},
                "train": summary}
     save_metrics(folder, metrics, config, started=started)
     finish(folder, summary)

@@ -66,3 +66,12 @@ def test_babilong_tables_and_claims_by_hand():
     assert claims["S5.4.gate.qa1"]["verdict"] == "inconclusive"  # 50 %, Wilson 22-78 %
     assert claims["S5.4.len2x"]["verdict"] == "inconclusive"     # +25 points, CI -12 to +52
     assert "42.4 -> 44.4" in claims["S5.4.len2x"]["paper"]
+
+
+def test_misalignment_claim_reports_the_papers_positions_and_every_position():
+    df = runs({("pi", 0.0, 0): 100.0, ("pi", 0.1, 0): 90.0})
+    df["misalignment_all"] = [5.0, 6.0]  # every overlap position: higher after, unlike paper's
+    claims = {c["claim"]: c for c in analysis.extension_claims(df)}
+    mis = claims["The regularizer lowers the long-short misalignment (pi)"]
+    assert "L_misalign 10 -> 9" in mis["ours"] and mis["verdict"] == "agrees"
+    assert "every overlap position 5 -> 6" in mis["evidence"] and ">= l_train / 2" in mis["evidence"]

@@ -122,3 +122,11 @@ def test_config_module_imports_no_torch():
 def test_report_config_rejects_duplicates():
     with pytest.raises(ConfigError, match="report.sections"):
         ReportConfig.from_dict({"sections": ["a", "a"]})
+
+
+def test_training_term_positions_include_the_papers():
+    from lsa.config import FinetuneConfig
+
+    assert FinetuneConfig.from_dict({"positions": "paper"}).positions == "paper"
+    with pytest.raises(ConfigError, match="finetune.positions = 'first'"):
+        FinetuneConfig.from_dict({"positions": "first"})

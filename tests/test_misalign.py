@@ -223,3 +223,100 @@ def test_metric_is_deterministic_and_positive(model, stream):
     b = M.misalignment_metric(model, stream, l_train=16, n_samples=6, seed=1, batch_size=4)
     assert a.values == b.values and a.n == 6
     assert a.stderr == pytest.approx(np.std(a.values, ddof=1) / math.sqrt(6))
+
+
+# ---------------------------------------------------------------------------------------------
+# which overlap positions count: "all", "last", "paper" (both contexts >= l_train / 2 tokens)
+
+
+@pytest.mark.parametrize("l_train, l_extra, positions, absolute", [
+    # l = 16: A's context at absolute p is p + 1 tokens, B's is p + 1 - l_extra
+    (16, 5, "all", list(range(5, 16))),
+    (16, 5, "last", [15]),
+    (16, 5, "paper", [12, 13, 14, 15]),       # B's context 8..11 >= 8, A's 13..16
+    (16, 1, "paper", [8, 9, 10, 11, 12, 13, 14, 15]),  # B's context 8..15
+    (16, 8, "paper", [15]),                   # B's context 8 = l/2, A's 16 = l: one position
+    (16, 9, "paper", []),                     # B's context at most 7 < 8
+    (16, 16, "all", []), (16, 16, "last", []), (16, 16, "paper", []),  # no overlap at all
+    (15, 7, "paper", [14]),                   # l/2 = 7.5: B's context must be >= 8
+    (15, 8, "paper", []),                     # B's context at most 7 < 7.5
+    (15, 1, "paper", list(range(8, 15))),     # B's context 8..14
+    (2, 1, "paper", [1]),                     # B's context 1 = l/2
+])
+def test_position_sets_by_hand(l_train, l_extra, positions, absolute):
+    w = M.overlap_windows(torch.arange(l_train + l_extra)[None], l_train, l_extra)
+    sel_a, sel_b = M.select_positions(l_train, l_extra, positions)
+    assert torch.arange(l_train)[sel_a].tolist() == absolute
+    assert (torch.arange(l_train)[sel_b] + l_extra).tolist() == absolute
+    # the same tokens at the same absolute positions in both windows
+    assert torch.equal(w.a[:, sel_a], w.b[:, sel_b])
+
+
+def test_position_set_rejects_unknown_names():
+    with pytest.raises(ValueError, match="positions = 'first'"):
+        M.select_positions(8, 4, "first")
+
+
+def _reference_metric(model, stream, l_train, n_samples, seed, setting, batch_size, keep):
+    """The metric, rebuilt from the generator's draws with separate forwards per window and
+    the float64 SCE, per position set; draws whose "paper" set is empty are redrawn."""
+    gen = torch.Generator().manual_seed(seed)
+    values = {name: [] for name in keep}
+    count_done = 0
+    while count_done < n_samples:
+        l_extra = M.sample_l_extra(l_train, setting, gen)
+        first_b = math.ceil(l_train / 2) - 1  # B's index where its context reaches l/2 tokens
+        if "paper" in keep and first_b >= l_train - l_extra or l_extra >= l_train:
+            continue
+        count = min(batch_size, n_samples - count_done)
+        tokens = stream.sample(count, l_train + l_extra, gen)
+        with torch.no_grad():
+            la = model(input_ids=tokens[:, :l_train]).logits[:, l_extra:]
+            lb = model(input_ids=tokens[:, l_extra:]).logits[:, :l_train - l_extra]
+        sce = reference_sce(la, lb)  # (count, overlap)
+        sets = {"all": slice(None), "last": slice(-1, None), "paper": slice(first_b, None)}
+        for name in keep:
+            values[name].extend(sce[:, sets[name]].mean(-1).tolist())
+        count_done += count
+    return values
+
+
+@pytest.mark.parametrize("setting", [1, 4])
+def test_metric_position_sets_match_a_hand_rebuilt_reference(model, stream, setting):
+    l_train = 16
+    got = M.misalignment_metrics(model, stream, l_train, n_samples=7, seed=2, setting=setting,
+                                 batch_size=3, positions=("paper", "all", "last"))
+    ref = _reference_metric(model, stream, l_train, 7, 2, setting, 3, ("paper", "all", "last"))
+    for name in ("paper", "all", "last"):
+        assert got[name].n == 7
+        np.testing.assert_allclose(got[name].values, ref[name], rtol=1e-4, atol=1e-5)
+    # contexts from l/2 up are less dominated by the near-empty ones: the values differ
+    assert got["paper"].values != got["all"].values
+    single = M.misalignment_metric(model, stream, l_train, n_samples=7, seed=2, setting=setting,
+                                   batch_size=3)
+    assert single.values == got["paper"].values  # the default is the paper's definition
+
+
+def test_metric_all_positions_keeps_the_old_draws(model, stream):
+    """Asked for "all" alone, the metric averages every overlap position of the same draws as
+    before this option existed (setting 1 never redraws)."""
+    got = M.misalignment_metric(model, stream, 16, n_samples=5, seed=4, positions="all")
+    ref = _reference_metric(model, stream, 16, 5, 4, 1, 8, ("all",))
+    np.testing.assert_allclose(got.values, ref["all"], rtol=1e-4, atol=1e-5)
+
+
+def test_loss_over_the_papers_positions(model, stream):
+    l_train, l_extra = 12, 3
+    tokens = stream.sample(2, l_train + l_extra, torch.Generator().manual_seed(6))
+    out = M.misalignment_loss(model, tokens, l_train, l_extra, positions="paper")
+    with torch.no_grad():
+        la = model(input_ids=tokens[:, :l_train]).logits
+        lb = model(input_ids=tokens[:, l_extra:]).logits
+    # B's contexts of at least 6 tokens: B's indices 5..8, A's 8..11
+    ref = reference_sce(la[:, 8:12], lb[:, 5:9]).mean()
+    torch.testing.assert_close(out.misalign.double(), ref, rtol=1e-4, atol=1e-5)
+    # l_extra = 7 > l/2: overlap of 5 positions, none with both contexts >= 6 tokens
+    tokens = stream.sample(2, l_train + 7, torch.Generator().manual_seed(7))
+    out = M.misalignment_loss(model, tokens, l_train, 7, alpha=0.5, positions="paper")
+    assert out.n_overlap == 5 and out.misalign.item() == 0.0
+    assert out.loss.item() == pytest.approx(out.ce.item())
