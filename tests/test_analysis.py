@@ -75,3 +75,173 @@ def test_misalignment_claim_reports_the_papers_positions_and_every_position():
     mis = claims["The regularizer lowers the long-short misalignment (pi)"]
     assert "L_misalign 10 -> 9" in mis["ours"] and mis["verdict"] == "agrees"
     assert "every overlap position 5 -> 6" in mis["evidence"] and ">= l_train / 2" in mis["evidence"]
+
+
+def test_babilong_train_design_tables_are_the_direct_ones():
+    """babilong_tables (what notebook 05 saves) in the train design: the tables it computed
+    before the evaluate design existed, by multiple of l_train, not split by method."""
+    from pandas.testing import assert_frame_equal
+
+    rows = [{"method": "pi", "alpha": a, "loss": analysis.loss_label(a), "seed": s,
+             "task": t, "multiple": m, "length": 128 * m, "depth": d, "index": i,
+             "correct": (i + s + m + int(10 * a)) % 3 != 0, "scorer": "official"}
+            for s in (0, 1) for a in (0.0, 0.1) for t in ("qa1", "qa4") for m in (1, 2, 4)
+            for d in (None,) for i in range(6)]
+    acc = pd.DataFrame(rows)
+    depth = acc[acc["task"] == "qa1"].assign(depth=lambda df: df["multiple"] / 8)
+    tables = analysis.babilong_tables(acc, depth, 0.1)
+    gate = analysis.accuracy_table(acc[(acc["alpha"] == 0) & (acc["multiple"] == 1)], ["task"])
+    assert_frame_equal(tables["sanity_gate"].drop(columns="chance_pct"), gate)
+    assert_frame_equal(tables["table6_accuracy_by_length"],
+                       analysis.accuracy_table(acc, ["multiple"]))
+    assert_frame_equal(tables["accuracy_by_task_length"],
+                       analysis.accuracy_table(acc, ["task", "multiple"]))
+    assert_frame_equal(tables["table6_paired_difference"],
+                       analysis.paired_accuracy(acc, ["multiple"], 0.1))
+    assert_frame_equal(tables["table7_paired_difference"],
+                       analysis.paired_accuracy(depth, ["depth"], 0.1))
+    assert list(analysis.curve_label(tables["table6_accuracy_by_length"]).unique()) == [
+        "CE", "CE+0.1*SCE"]
+    ids = [c["id"] for c in analysis.babilong_claims(acc, depth)]
+    assert {"S5.4.gate.qa1", "S5.4.len1x", "S5.4.len2x", "S5.4.len4x"} <= set(ids)
+
+
+def test_babilong_axes_and_settings_follow_the_design():
+    from lsa.config import load_config
+
+    smoke = load_config(profile="smoke")
+    assert analysis.babilong_axes(smoke)["labels"] == ["1x", "2x", "4x"]
+    assert "evaluation at [1, 2, 4] x l_train" in analysis.babilong_settings(smoke)
+    small = load_config(profile="gpu-small")
+    axes = analysis.babilong_axes(small)
+    assert (axes["x"], axes["ticks"], axes["labels"]) == ("length", [1024, 2048, 4096],
+                                                          ["1K", "2K", "4K"])
+    assert axes["depth_title"] == "qa1 at 4096 tokens"
+    text = analysis.babilong_settings(small)
+    assert "evaluate design" in text and "clex_a0.1_s2" in text and "l_train" not in text
+
+
+# --- the evaluate design, on run folders written by hand ------------------------------------
+
+LENGTHS = [4096, 8192, 16384]
+DEPTHS = [0.0, 0.25, 0.5, 0.75]
+EVALUATED = ["clex_a0_s0", "clex_a0.1_s0", "pi_a0_s0", "pi_a0.1_s0", "clex_a0_s1",
+             "clex_a0.1_s1"]
+# method -> (its training window, CE's answers, the regularized run's answers), 100 prompts
+MODELS = {"clex": (8192, [1, 0] * 50, [1, 1, 1, 0] * 25),     # 50 % -> 75 %
+          "pi": (4096, [1, 1, 1, 0] * 25, [1, 0] * 50)}       # 75 % -> 50 %
+
+
+def evaluate_pipe():
+    from lsa.config import load_config
+
+    return load_config(profile="gpu-small", overrides={"profiles": {"gpu-small": {"babilong": {
+        "finetune_runs": EVALUATED, "tasks": ["qa1", "qa2"], "test_samples": 100,
+        "eval_lengths": LENGTHS, "eval_depth_length": 16384, "eval_depths": DEPTHS}}}})
+
+
+def write_evaluation(pipe, name, method, alpha, seed, l_train, finished=True):
+    """One evaluation folder as ``lsa.runs.babilong_evaluate`` leaves it (no model)."""
+    from lsa.io import write_json
+    from lsa.runs import run_dir
+
+    _, ce, reg = MODELS[method]
+    answers = reg if alpha else ce
+    row = {"output": "", "answer": "x", "question": "q", "scorer": "official", "tokens": 0}
+    acc = [{**row, "task": t, "length": n, "depth": None, "index": i, "correct": bool(c)}
+           for t in ("qa1", "qa2") for n in LENGTHS for i, c in enumerate(answers)]
+    # depth: both losses 50 % at depth 0, the regularized run 75 % at the others
+    depth = [{**row, "task": "qa1", "length": 16384, "depth": d, "index": i,
+              "correct": bool(c)}
+             for d in DEPTHS for i, c in enumerate(MODELS["clex"][2] if alpha and d
+                                                   else MODELS["clex"][1])]
+    folder = run_dir("gpu-small", pipe.babilong_eval_run_id(name))
+    write_json(folder / "metrics.json", {
+        "run": name, "design": "evaluate", "finetune_run": f"{name}-digest",
+        "method": method, "alpha": alpha, "seed": seed, "l_train": l_train,
+        "base_window": 512, "babi_source": {"qa1": "generator", "qa2": "generator"},
+        "books_source": "books", "prompts": {"path": "prompts.py", "sha256": "abc",
+                                             "parts": ["instruction"]},
+        "max_new_tokens": 20, "accuracy": acc, "depth": depth})
+    if finished:
+        write_json(folder / "train_summary.json", {"steps": 0})
+
+
+@pytest.fixture
+def evaluated(out_root):
+    pipe = evaluate_pipe()
+    for name in EVALUATED:
+        method, a, s = name.split("_")
+        alpha, seed = float(a[1:]), int(s[1:])
+        write_evaluation(pipe, name, method, alpha, seed, MODELS[method][0],
+                         finished=name != "clex_a0.1_s1")   # one evaluation still running
+    return pipe
+
+
+def test_evaluate_design_rows_are_tagged_by_model(evaluated):
+    acc, depth = analysis.collect_babilong(evaluated)
+    assert sorted(set(acc["run"])) == sorted(n for n in EVALUATED if n != "clex_a0.1_s1")
+    assert set(acc["design"]) == {"evaluate"} and "multiple" not in acc
+    assert dict(acc.groupby("method")["l_train"].first()) == {"clex": 8192, "pi": 4096}
+    assert set(acc["finetune_run"]) >= {"clex_a0_s0-digest", "pi_a0.1_s0-digest"}
+    assert len(acc) == 5 * 2 * 3 * 100 and len(depth) == 5 * 4 * 100
+    assert analysis.babilong_groups(acc) == ["method", "l_train"]
+    assert analysis.babilong_length(acc) == "length"
+    sources = analysis.babilong_sources(evaluated)
+    assert sources["prompts"]["sha256"] == "abc" and sources["max_new_tokens"] == 20
+    assert sources["evaluated"]["pi_a0_s0"] == "pi_a0_s0-digest" and len(sources["evaluated"]) == 5
+
+
+def test_evaluate_design_tables_pair_by_method(evaluated):
+    acc, depth = analysis.collect_babilong(evaluated)
+    tables = analysis.babilong_tables(acc, depth, 0.1)
+    diff = tables["table6_paired_difference"].set_index(["method", "length"])
+    assert len(diff) == 2 * 3                            # per method and length
+    assert (diff.loc["clex", "delta"] == 25.0).all() and (diff.loc["pi", "delta"] == -25.0).all()
+    assert (diff.loc["clex", "ce"] == 50.0).all() and (diff.loc["pi", "reg"] == 50.0).all()
+    assert set(diff["n"]) == {200} and set(diff["seeds"]) == {1}    # seed 1 has no pair
+    by_length = tables["table6_accuracy_by_length"].set_index(["method", "loss", "length"])
+    ce = by_length.loc[("clex", "CE", 4096)]
+    assert (ce["n"], ce["seeds"], ce["accuracy"]) == (400, 2, 50.0)  # both CE seeds pooled
+    # the gate: CE at the longest length within each model's own window
+    gate = tables["sanity_gate"]
+    assert dict(zip(gate["method"], gate["length"])) == {"clex": 8192, "pi": 4096}
+    assert list(analysis.curve_label(tables["table6_accuracy_by_length"]).unique()) == [
+        "clex@8192, CE", "pi@4096, CE", "clex@8192, CE+0.1*SCE", "pi@4096, CE+0.1*SCE"]
+    depth_diff = tables["table7_paired_difference"].set_index(["method", "depth"])
+    assert depth_diff.loc[("clex", 0.0), "delta"] == 0 and depth_diff.loc[("pi", 0.5), "delta"] == 25
+
+
+def test_evaluate_design_claims_map_the_paper_by_absolute_length(evaluated):
+    acc, depth = analysis.collect_babilong(evaluated)
+    claims = {c["id"]: c for c in analysis.babilong_claims(acc, depth, 0.1)}
+    assert len(claims) == len(analysis.babilong_claims(acc, depth, 0.1))   # ids are unique
+    # a model trained at 8K: 4096 tokens is the paper's 4K (multiple 0 by integer division)
+    at4k = claims["S5.4.clex-8192.len4096"]
+    assert "48.2 -> 49.1" in at4k["paper"] and "0.5x the training window" in at4k["evidence"]
+    assert at4k["verdict"] == "agrees" and "+25.0 points" in at4k["ours"]
+    assert "37.9 -> 40.1" in claims["S5.4.clex-8192.len16384"]["paper"]
+    pi8k = claims["S5.4.pi-4096.len8192"]
+    assert "42.4 -> 44.4" in pi8k["paper"] and pi8k["verdict"] == "disagrees"
+    assert "pi trained at 4096 tokens" in pi8k["claim"]
+    # 100 prompts x 2 tasks: 50 % and 75 % are clear of chance + 10 (qa1: 26.7 %)
+    assert claims["S5.4.clex-8192.gate.qa1"]["verdict"] == "agrees"
+    assert "at 8192 tokens" in claims["S5.4.clex-8192.gate.qa1"]["claim"]
+    assert claims["S5.4.pi-4096.gate.qa2"]["verdict"] == "agrees"
+    assert claims["S5.4.clex-8192.depth0"]["verdict"] == "agrees"     # comparable
+    assert claims["S5.4.pi-4096.depth50"]["verdict"] == "agrees"
+    assert "38" in claims["S5.4.pi-4096.depth50"]["paper"]
+    assert not any(k.startswith(("S5.4.len", "S5.4.gate", "S5.4.depth")) for k in claims)
+
+
+def test_evaluate_design_refuses_two_runs_of_one_model(out_root):
+    pipe = evaluate_pipe()
+    write_evaluation(pipe, "clex_a0_s0", "clex", 0.0, 0, 8192)
+    write_evaluation(pipe, "pi_a0_s0", "clex", 0.0, 0, 8192)   # the same model twice
+    with pytest.raises(ValueError, match="clex_a0_s0 and pi_a0_s0"):
+        analysis.collect_babilong(pipe)
+    acc = pd.DataFrame([{"method": "clex", "alpha": a, "seed": 0, "task": "qa1",
+                         "length": 4096, "depth": None, "index": 0, "correct": True}
+                        for a in (0.0, 0.0, 0.1)])
+    with pytest.raises(pd.errors.MergeError):
+        analysis.paired_accuracy(acc, ["length"], 0.1)
