@@ -33,7 +33,7 @@ import torch
 
 from lsa import paths
 from lsa.io import device_info, package_versions, write_json
-from lsa.misalign import causal_ce, misalignment_loss
+from lsa.misalign import ce_loss, misalignment_loss
 
 VARIANTS = ("ce_a", "ce_ab", "ce_ab+sce", "ce_a+sce")
 
@@ -101,7 +101,7 @@ def make_step(model, opt, variant: str, tokens: torch.Tensor, shape: Shape, alph
     def step() -> None:
         if variant == "ce_a":
             window = tokens[:, :l_train]
-            loss = causal_ce(model(input_ids=window).logits, window, chunk_size)
+            loss = ce_loss(model(input_ids=window).logits, window, chunk_size=chunk_size)[0]
         else:
             out = misalignment_loss(
                 model, tokens, l_train, l_extra, alpha=alpha if variant.endswith("+sce") else 0.0,

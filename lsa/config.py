@@ -373,7 +373,8 @@ class RunConfig(StrictConfig):
     seed: int = 0
     ce_on: Literal["a", "b", "both"] = "a"
     l_extra_setting: int = 1
-    divergence: Literal["sce", "jeffreys"] = "sce"
+    # sce (the paper), jeffreys (alignment part only), entropy (H(p) + H(q), sharpening only)
+    divergence: Literal["sce", "jeffreys", "entropy"] = "sce"
     l_train: int | None = None          # default: finetune.l_train
     lr: float | None = None             # default: finetune.optim.lr (LoRA methods: lora_lr)
     steps: int | None = None            # default: finetune.optim.steps

@@ -12,11 +12,12 @@ index ``p`` and window B's at index ``p - l_extra`` both predict ``x[p + 1]``, f
 lengths differ by ``l_extra``. The overlap is empty when ``l_extra >= l_train``: the SCE term is
 then exactly 0 (with a zero gradient) and ``n_overlap`` is 0.
 
-Divergences (``divergence=``):
+Divergences (``divergence=``), each the sum (or mean) of two terms, A's and B's:
 
 - ``"sce"``: ``SCE(p, q) = -sum p log q - sum q log p = H(p) + H(q) + KL(p||q) + KL(q||p)``. It
   equals ``2 H(p)``, not 0, when ``p = q``: as a loss it also lowers both entropies.
 - ``"jeffreys"``: ``KL(p||q) + KL(q||p)``, zero when ``p = q``: the pure alignment part.
+- ``"entropy"``: ``H(p) + H(q)``, the sharpening part alone (SCE = entropy + Jeffreys).
 
 Options the paper leaves open, with our defaults: the two terms are summed (``reduce_terms=
 "sum"``; ``"mean"`` halves them); no side is detached (``detach="none"``, or ``"long"`` /
@@ -44,26 +45,53 @@ paper's definition excludes. ``misalignment_metrics`` gives several sets from on
 per sample (the runs report ``"paper"`` as ``misalignment`` and ``"all"`` as
 ``misalignment_all``).
 
-Memory: the divergence is computed in chunks of positions, each in fp32 and recomputed in the
-backward pass (activation checkpointing), so no more than a chunk x vocabulary of fp32 lives at
-once beyond the model's own logits.
+The fused objective (``fused_objective``, used by ``misalignment_loss`` and ``ce_loss``). Every
+CE term and the divergence come from ONE pass over the logits, in chunks of positions: per row
+the fp32 shifted logits ``d = x - max x``, ``e = exp d``, ``S = sum e`` (so ``p = e / S``,
+``log p = d - log S``, ``nll = log S - d[y]``), then the values and, in the same pass, the
+gradient of the loss with respect to the logits, written into a buffer of the logits' dtype.
+The backward pass only scales that buffer by the incoming gradient. Nothing fp32 outlives its
+chunk: beyond the logits and their gradient (both in the logits' dtype, as autograd would hold
+them) the objective holds one chunk of ``chunk_size`` rows x vocabulary in fp32 (plus a
+quarter chunk when there are pairs), whatever the sequence length. A pair (A's row at one
+position, B's at the same absolute position) shares its chunk, so each position's log-softmax
+is computed once for both its CE and the divergence.
+
+Gradients with respect to the logits (``p = softmax(a)``, ``q = softmax(b)``, ``X(p, q) =
+-sum p log q``, ``H(p) = -sum p log p``, ``KL(p||q) = X(p, q) - H(p)``), from
+``d p_v / d a_j = p_v (delta_vj - p_j)`` and ``d log p_v / d a_j = delta_vj - p_j``:
+
+- CE of target ``y``: ``d(-log p_y) / da = p - onehot(y)``;
+- ``X(p, q)``: ``d/da = -p * (log q + X(p, q))``, ``d/db = q - p``; so for SCE
+  ``dSCE/da = p * (1 - X(p, q) - log q) - q`` (and ``dSCE/db`` with ``a, p <-> b, q``);
+- ``H(p)``: ``d/da = -p * (log p + H(p))``;
+- ``KL(p||q)``: ``d/da = p * (log p - log q - KL(p||q))``, ``d/db = q - p``; so for Jeffreys
+  ``dJ/da = p * (1 + log p - log q - KL(p||q)) - q``;
+- entropy term: ``d(H(p) + H(q))/da = -p * (log p + H(p))``.
+
+Each has the form ``p * (K + s (u d_a + v d_b)) + w q`` (``d`` the shifted logits; ``K``,
+``w`` per-row scalars; ``u, v`` in {-1, 0, 1}), evaluated with ``log p = d_a - log S_a``
+folded into ``K`` (``_pair_grad``). A detached side (``detach``) gets none of the
+divergence's gradient (its CE gradient stays); ``reduce_terms="mean"`` halves both terms and
+their gradients; an empty set of pairs adds a zero term and no gradient.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
+from torch.autograd.function import once_differentiable
 
-Divergence = Literal["sce", "jeffreys"]
+Divergence = Literal["sce", "jeffreys", "entropy"]
+DIVERGENCES = ("sce", "jeffreys", "entropy")
 Positions = Literal["all", "last", "paper"]
 POSITIONS = ("all", "last", "paper")
 
-#: positions per chunk of the divergence; with a 32000 vocabulary one fp32 chunk is 64 MB
+#: rows (positions) per fp32 chunk of the objective; with a 32000 vocabulary one chunk is 64 MB
 DEFAULT_CHUNK = 512
 
 L_EXTRA_SETTINGS = {
@@ -78,55 +106,89 @@ L_EXTRA_SETTINGS = {
 # the divergence
 
 
-def _divergence_chunk(logits_a: torch.Tensor, logits_b: torch.Tensor, divergence: str,
-                      detach_a: bool, detach_b: bool) -> torch.Tensor:
-    logp = F.log_softmax(logits_a.float(), dim=-1)
-    logq = F.log_softmax(logits_b.float(), dim=-1)
-    p, q = logp.exp(), logq.exp()
-    lp, lq = (logp.detach() if detach_a else logp), (logq.detach() if detach_b else logq)
-    pp, qq = (p.detach() if detach_a else p), (q.detach() if detach_b else q)
-    # -sum p log q - sum q log p, written so that a detached side gets no gradient
-    ce_pq = -(pp * lq).sum(-1)
-    ce_qp = -(qq * lp).sum(-1)
-    if divergence == "sce":
-        return torch.stack([ce_pq, ce_qp])
-    if divergence == "jeffreys":  # KL(p||q) + KL(q||p) = sum (p - q)(log p - log q)
-        return torch.stack([(pp * (lp - lq)).sum(-1), (qq * (lq - lp)).sum(-1)])
-    raise ValueError(f"divergence = {divergence!r}: must be 'sce' or 'jeffreys'")
+def _check(divergence: str, reduce_terms: str, detach: str) -> None:
+    if divergence not in DIVERGENCES:
+        raise ValueError(f"divergence = {divergence!r}: must be one of "
+                         f"{', '.join(map(repr, DIVERGENCES))}")
+    if reduce_terms not in ("sum", "mean"):
+        raise ValueError(f"reduce_terms = {reduce_terms!r}: must be 'sum' or 'mean'")
+    if detach not in ("none", "long", "short"):
+        raise ValueError(f"detach = {detach!r}: must be 'none', 'long' or 'short'")
+
+
+@dataclass
+class _Side:
+    """One side of a chunk of pairs, per row: ``d = x - max x`` and ``e = exp d`` (fp32 chunk
+    buffers), ``total = sum e`` (so ``p = e / total`` and ``log p = d - log_total``), and the
+    dot products its term and gradient need: ``cross = sum p log q`` (``q`` the other side's
+    distribution) and ``own = sum p log p = -H(p)``."""
+
+    d: torch.Tensor
+    e: torch.Tensor
+    total: torch.Tensor
+    log_total: torch.Tensor
+    cross: torch.Tensor | None = None
+    own: torch.Tensor | None = None
+
+    def term(self, divergence: str) -> torch.Tensor:
+        """This side's term: ``X(p, q) = -cross`` (SCE), ``KL(p||q) = own - cross``
+        (Jeffreys) or ``H(p) = -own`` (entropy)."""
+        if divergence == "sce":
+            return -self.cross
+        if divergence == "jeffreys":
+            return self.own - self.cross
+        return -self.own
+
+
+def _side(x: torch.Tensor, d: torch.Tensor, e: torch.Tensor) -> _Side:
+    """Fill the fp32 buffers ``d``, ``e`` from logits rows ``x`` (any dtype)."""
+    torch.sub(x, x.amax(-1, keepdim=True).float(), out=d)
+    torch.exp(d, out=e)
+    total = e.sum(-1, keepdim=True)
+    return _Side(d, e, total, total.log())
+
+
+def _pair(divergence: str, x_a, x_b, d_a, e_a, d_b, e_b, scratch) -> tuple[_Side, _Side]:
+    """Both sides of a chunk of pairs with the dot products ``divergence`` needs."""
+    a, b = _side(x_a, d_a, e_a), _side(x_b, d_b, e_b)
+
+    def dot(u, v):  # sum_v u v, through a scratch buffer (faster than vecdot on CPU)
+        return torch.mul(u, v, out=scratch).sum(-1, keepdim=True)
+
+    for me, other in ((a, b), (b, a)):
+        if divergence in ("sce", "jeffreys"):
+            me.cross = dot(me.e, other.d) / me.total - other.log_total
+        if divergence in ("jeffreys", "entropy"):
+            me.own = dot(me.e, me.d) / me.total - me.log_total
+    return a, b
 
 
 def symmetric_cross_entropy(logits_a: torch.Tensor, logits_b: torch.Tensor, *,
                             divergence: Divergence = "sce",
                             reduce_terms: Literal["sum", "mean"] = "sum",
-                            detach: Literal["none", "long", "short"] = "none",
                             chunk_size: int | None = DEFAULT_CHUNK) -> torch.Tensor:
     """Per-position divergence between two ``(..., V)`` logit tensors; returns ``(...)`` in fp32.
 
-    ``logits_a`` is the long-context side (``detach="long"`` stops its gradient), ``logits_b``
-    the short one. Computed from log-softmax in fp32, so bf16/fp16 logits and extreme values
-    (``+-1e4``) stay finite.
+    Values only, no gradient (training goes through ``fused_objective``). ``logits_a`` is the
+    long-context side, ``logits_b`` the short one. Computed in fp32 from logits shifted by
+    their maximum, so bf16/fp16 logits and extreme values (``+-1e4``) stay finite.
     """
     if logits_a.shape != logits_b.shape:
         raise ValueError(f"logits shapes differ: {tuple(logits_a.shape)} vs "
                          f"{tuple(logits_b.shape)}")
-    if detach not in ("none", "long", "short"):
-        raise ValueError(f"detach = {detach!r}: must be 'none', 'long' or 'short'")
-    if reduce_terms not in ("sum", "mean"):
-        raise ValueError(f"reduce_terms = {reduce_terms!r}: must be 'sum' or 'mean'")
+    _check(divergence, reduce_terms, "none")
     lead, vocab = logits_a.shape[:-1], logits_a.shape[-1]
-    a, b = logits_a.reshape(-1, vocab), logits_b.reshape(-1, vocab)
+    a, b = logits_a.detach().reshape(-1, vocab), logits_b.detach().reshape(-1, vocab)
     n = a.shape[0]
-    step = n if not chunk_size or chunk_size >= n else chunk_size
-    args = (divergence, detach == "long", detach == "short")
-    parts = []
+    step = max(1, n if not chunk_size or chunk_size >= n else chunk_size)
+    buf = a.new_empty((5, min(step, n), vocab), dtype=torch.float32)
+    out = a.new_empty(n, dtype=torch.float32)
     for start in range(0, n, step):
         ca, cb = a[start:start + step], b[start:start + step]
-        if torch.is_grad_enabled() and (ca.requires_grad or cb.requires_grad) and step < n:
-            parts.append(checkpoint(_divergence_chunk, ca, cb, *args, use_reentrant=False))
-        else:
-            parts.append(_divergence_chunk(ca, cb, *args))
-    terms = torch.cat(parts, dim=1) if parts else a.new_zeros(2, 0, dtype=torch.float32)
-    out = terms.sum(0) if reduce_terms == "sum" else terms.mean(0)
+        k = ca.shape[0]
+        side_a, side_b = _pair(divergence, ca, cb, *(t[:k] for t in buf))
+        terms = side_a.term(divergence) + side_b.term(divergence)
+        out[start:start + k] = (terms if reduce_terms == "sum" else terms / 2).squeeze(-1)
     return out.reshape(lead)
 
 
@@ -199,12 +261,246 @@ def overlap_windows(tokens: torch.Tensor, l_train: int, l_extra: int) -> Windows
 
 
 # ---------------------------------------------------------------------------------------------
+# the fused objective
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Positions compared by the divergence: row ``rows_a[i]`` of the logits at positions
+    ``[start_a, start_a + length)`` against row ``rows_b[i]`` at ``[start_b, start_b +
+    length)``, position by position (A's side is the long context)."""
+
+    rows_a: tuple[int, ...]
+    rows_b: tuple[int, ...]
+    start_a: int
+    start_b: int
+    length: int
+
+    @property
+    def count(self) -> int:
+        return len(self.rows_a) * self.length
+
+
+@dataclass
+class _Plan:
+    targets: torch.Tensor     # (B, T, 1) next token of each position (last column: unused)
+    weights: torch.Tensor     # (K, B, T) weight of each position's nll in each CE term
+    row_coef: torch.Tensor    # (B, T, 1) the CE part of d loss / d nll
+    pairs: Pairs | None
+    divergence: str
+    half: bool                # reduce_terms == "mean"
+    scale_a: float            # d loss / d (A's divergence term) per pair position (0: detached)
+    scale_b: float
+    chunk: int
+
+
+def _pair_grad(out: torch.Tensor, me: _Side, other: _Side, s: float, c: torch.Tensor,
+               y: torch.Tensor, divergence: str) -> None:
+    """``out`` = d loss / d logits of side ``me`` of a chunk of pairs: CE coefficients ``c``
+    (``(n, 1)``, targets ``y``) and divergence coefficient ``s`` (0: detached or not
+    optimised); ``p`` is ``me``'s distribution, ``q`` the other's (module docstring)."""
+    inv = 1 / me.total
+    if not s:
+        torch.mul(me.e, c * inv, out=out)                               # c p
+    elif divergence == "sce":                                           # + s (p (1 + sum p log q
+        k = c + s * (1 + me.cross + other.log_total)                    #      - log q) - q)
+        torch.mul(other.d, -s * inv, out=out).add_(k * inv)
+        out.mul_(me.e).addcmul_(other.e, -s / other.total)
+    elif divergence == "jeffreys":                                      # + s (p (1 + log p/q
+        k = c + s * (1 - (me.own - me.cross) - me.log_total + other.log_total)  # - KL) - q)
+        torch.sub(me.d, other.d, out=out).mul_(s * inv).add_(k * inv)
+        out.mul_(me.e).addcmul_(other.e, -s / other.total)
+    else:                                                               # - s p (log p + H(p))
+        torch.mul(me.d, -s * inv, out=out).add_((c + s * (me.log_total + me.own)) * inv)
+        out.mul_(me.e)
+    out.scatter_add_(-1, y, -c)                                         # - c onehot(y)
+
+
+def _evaluate(logits: torch.Tensor, plan: _Plan, need_grad: bool
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """One pass over ``logits`` ``(B, T, V)``: per-position nll ``(B, T)`` and the divergence's
+    sum over the pairs (fp32), and d loss / d logits (in the logits' dtype) when asked."""
+    B, T, V = logits.shape
+    x = logits.detach()
+    grad = torch.empty(x.shape, dtype=x.dtype, device=x.device) if need_grad else None
+    direct = need_grad and x.dtype == torch.float32  # write gradients straight into ``grad``
+    nll = x.new_zeros((B, T), dtype=torch.float32)
+    div_sum = x.new_zeros((), dtype=torch.float32)
+    pairs = plan.pairs if plan.pairs is not None and plan.pairs.count else None
+    chunk = plan.chunk
+    h = max(1, chunk // 4)  # pairs per chunk: d and e of both sides fill one chunk of rows
+    buf = x.new_empty((max(chunk, 4 * h), V), dtype=torch.float32)
+    scratch = x.new_empty((h, V), dtype=torch.float32) if pairs else None
+    # which positions need their nll, and which a gradient (one host sync per call)
+    valued = (plan.weights != 0).any(0).cpu()
+    graded = (plan.row_coef.squeeze(-1) != 0).cpu() if need_grad else torch.zeros_like(valued)
+    paired: dict[int, tuple[int, int]] = {}
+    if pairs:
+        paired = {**{r: (pairs.start_a, pairs.length) for r in pairs.rows_a},
+                  **{r: (pairs.start_b, pairs.length) for r in pairs.rows_b}}
+        for ra, rb in zip(pairs.rows_a, pairs.rows_b):
+            for i in range(0, pairs.length, h):
+                k = min(h, pairs.length - i)
+                ia = slice(pairs.start_a + i, pairs.start_a + i + k)
+                ib = slice(pairs.start_b + i, pairs.start_b + i + k)
+                side_a, side_b = _pair(plan.divergence, x[ra, ia], x[rb, ib],
+                                       *(buf[j * h:j * h + k] for j in range(4)), scratch[:k])
+                div_sum += (side_a.term(plan.divergence) + side_b.term(plan.divergence)).sum()
+                for me, other, row, idx, s in ((side_a, side_b, ra, ia, plan.scale_a),
+                                               (side_b, side_a, rb, ib, plan.scale_b)):
+                    y = plan.targets[row, idx]
+                    nll[row, idx] = (me.log_total - me.d.gather(-1, y)).squeeze(-1)
+                    if need_grad:
+                        out = grad[row, idx] if direct else scratch[:k]
+                        _pair_grad(out, me, other, s, plan.row_coef[row, idx], y,
+                                   plan.divergence)
+                        if not direct:
+                            grad[row, idx] = out
+    for row in range(B):  # every position outside the pairs: CE only
+        start, length = paired.get(row, (T, 0))
+        for lo, hi in ((0, start), (start + length, T)):
+            if hi <= lo:
+                continue
+            with_grad = bool(graded[row, lo:hi].any())
+            if need_grad and not with_grad:
+                grad[row, lo:hi].zero_()
+            if not with_grad and not valued[row, lo:hi].any():
+                continue
+            for i in range(lo, hi, chunk):
+                idx = slice(i, min(i + chunk, hi))
+                e = buf[:idx.stop - i]
+                y = plan.targets[row, idx]
+                torch.sub(x[row, idx], x[row, idx].amax(-1, keepdim=True).float(), out=e)
+                shifted_y = e.gather(-1, y)
+                e.exp_()
+                total = e.sum(-1, keepdim=True)
+                nll[row, idx] = (total.log() - shifted_y).squeeze(-1)
+                if with_grad:
+                    c = plan.row_coef[row, idx]
+                    out = grad[row, idx] if direct else e
+                    torch.mul(e, c / total, out=out).scatter_add_(-1, y, -c)
+                    if not direct:
+                        grad[row, idx] = out
+    return nll, div_sum, grad
+
+
+class _FusedObjective(torch.autograd.Function):
+    """The loss from ``_evaluate``; its gradient is computed in the forward pass and kept (in
+    the logits' dtype, in place of the logits autograd would otherwise keep)."""
+
+    @staticmethod
+    def forward(ctx, logits, plan: _Plan, coefs: torch.Tensor, div_coef: float):
+        with torch.autocast(logits.device.type, enabled=False):
+            nll, div_sum, grad = _evaluate(logits, plan, need_grad=True)
+        values = _values(nll, div_sum, plan)
+        ctx.grad = grad
+        ctx.mark_non_differentiable(values)
+        return _loss(values, coefs, div_coef), values
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_loss, _grad_values):
+        grad, ctx.grad = ctx.grad, None
+        if grad is None:
+            raise RuntimeError("the fused objective's backward runs once (its gradient is "
+                               "scaled in place); do not retain its graph for a second pass")
+        if grad_loss.item() != 1.0:
+            grad.mul_(grad_loss.to(grad.dtype))
+        return grad, None, None, None
+
+
+def _values(nll: torch.Tensor, div_sum: torch.Tensor, plan: _Plan) -> torch.Tensor:
+    ce = (plan.weights * nll).sum((1, 2))
+    count = plan.pairs.count if plan.pairs is not None else 0
+    div = div_sum / count * (0.5 if plan.half else 1.0) if count else div_sum
+    return torch.cat([ce, div.reshape(1)])
+
+
+def _loss(values: torch.Tensor, coefs: torch.Tensor, div_coef: float) -> torch.Tensor:
+    return (values[:-1] * coefs).sum() + div_coef * values[-1]
+
+
+def fused_objective(logits: torch.Tensor, tokens: torch.Tensor,
+                    ce_weights: Sequence[torch.Tensor], ce_coefs: Sequence[float],
+                    pairs: Pairs | None = None, *, alpha: float = 0.0,
+                    divergence: Divergence = "sce", reduce_terms: Literal["sum", "mean"] = "sum",
+                    detach: Literal["none", "long", "short"] = "none",
+                    chunk_size: int | None = DEFAULT_CHUNK) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(loss, values)`` of CE terms and a divergence over ``(B, T, V)`` logits, in one pass.
+
+    ``nll[b, t]`` is the CE of predicting ``tokens[b, t + 1]`` from ``logits[b, t]``. Term
+    ``k`` is ``sum(ce_weights[k] * nll)`` (``ce_weights[k]`` of shape ``(B, T - 1)``: a token
+    mean is weights ``1 / count``); the divergence is averaged over the positions of ``pairs``
+    (0 when there are none). ``loss = sum_k ce_coefs[k] * term_k + alpha * divergence``;
+    ``values`` (fp32, no gradient) holds the K terms and the divergence. The gradient with
+    respect to ``logits`` is computed in the forward pass (closed forms in the module
+    docstring) and only scaled in the backward pass, which therefore runs once. Options as in
+    ``misalignment_loss``; ``chunk_size`` rows of fp32 at a time (None: all).
+    """
+    _check(divergence, reduce_terms, detach)
+    if alpha < 0:
+        raise ValueError(f"alpha = {alpha}: must be >= 0")
+    if len(ce_weights) != len(ce_coefs):
+        raise ValueError(f"{len(ce_weights)} CE weight tensors for {len(ce_coefs)} coefficients")
+    B, T, V = logits.shape
+    if tokens.shape != (B, T):
+        raise ValueError(f"tokens {tuple(tokens.shape)} do not match logits {(B, T, V)}")
+    if pairs is not None:
+        rows = list(pairs.rows_a) + list(pairs.rows_b)
+        if (len(pairs.rows_a) != len(pairs.rows_b) or len(set(rows)) != len(rows)
+                or not all(0 <= r < B for r in rows) or pairs.length < 0
+                or min(pairs.start_a, pairs.start_b) < 0
+                or max(pairs.start_a, pairs.start_b) + pairs.length > T):
+            raise ValueError(f"{pairs}: needs as many distinct rows on each side, each row once, "
+                             f"and positions within the {T} of the logits")
+    dev = logits.device
+    weights = logits.new_zeros((len(ce_weights), B, T), dtype=torch.float32)
+    for k, w in enumerate(ce_weights):
+        weights[k, :, :-1] = w
+    coefs = torch.tensor([float(c) for c in ce_coefs], dtype=torch.float32, device=dev)
+    targets = torch.cat([tokens[:, 1:], tokens[:, :1]], dim=1).to(dev).unsqueeze(-1)
+    count = pairs.count if pairs is not None else 0
+    scale = alpha / count * (0.5 if reduce_terms == "mean" else 1.0) if count else 0.0
+    plan = _Plan(targets, weights, (weights * coefs[:, None, None]).sum(0).unsqueeze(-1), pairs,
+                 divergence, reduce_terms == "mean", 0.0 if detach == "long" else scale,
+                 0.0 if detach == "short" else scale, max(1, chunk_size or B * T))
+    if torch.is_grad_enabled() and logits.requires_grad:
+        return _FusedObjective.apply(logits, plan, coefs, alpha)
+    nll, div_sum, _ = _evaluate(logits, plan, need_grad=False)
+    values = _values(nll, div_sum, plan)
+    return _loss(values, coefs, alpha), values
+
+
+def _mean_weights(mask: torch.Tensor) -> torch.Tensor:
+    """``mask`` as weights of a mean over its True entries (all zero when there are none)."""
+    return mask.float() / mask.sum().clamp(min=1)
+
+
+def ce_loss(logits: torch.Tensor, tokens: torch.Tensor, *,
+            answer_mask: torch.Tensor | None = None, answer_weight: float = 0.0,
+            chunk_size: int | None = DEFAULT_CHUNK
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``(loss, ce, answer_ce)`` of one batch of windows: the token-mean next-token CE of
+    ``(B, T, V)`` logits on ``(B, T)`` tokens (as ``model(tokens, labels=tokens).loss``), plus
+    ``answer_weight`` times the mean CE of the tokens marked in ``answer_mask`` (``(B, T)``,
+    True at answer tokens; zero when none is marked): ``loss = ce + answer_weight *
+    answer_ce``; ``ce`` and ``answer_ce`` carry no gradient. Fused and chunked
+    (``fused_objective``)."""
+    weights = [_mean_weights(torch.ones_like(tokens[:, 1:], dtype=torch.bool))]
+    if answer_mask is not None:
+        weights.append(_mean_weights(answer_mask[:, 1:]))
+    coefs = [1.0, answer_weight][:len(weights)]
+    loss, values = fused_objective(logits, tokens, weights, coefs, chunk_size=chunk_size)
+    return loss, values[0], values[1] if answer_mask is not None else None
+
+
+# ---------------------------------------------------------------------------------------------
 # the regularized objective
 
 
 @dataclass
 class MisalignOutput:
-    """Parts of the regularized objective for one batch."""
+    """Parts of the regularized objective for one batch; only ``loss`` carries a gradient."""
 
     loss: torch.Tensor        # ce + alpha * misalign
     ce: torch.Tensor          # the CE term used in the loss (window A, B or both; + answers)
@@ -214,32 +510,6 @@ class MisalignOutput:
     n_overlap: int
     l_extra: int
     answer_ce: torch.Tensor | None = None  # CE of the answer tokens (window B), when given
-
-
-def answer_ce(logits: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean CE of the tokens marked in ``mask`` (``(B, T)``, True at answer tokens) given what
-    precedes them; zero when nothing is marked."""
-    target_mask = mask[:, 1:]
-    if not target_mask.any():
-        return logits.new_zeros((), dtype=torch.float32)
-    picked = logits[:, :-1][target_mask].float()
-    return F.cross_entropy(picked, tokens[:, 1:][target_mask])
-
-
-def causal_ce(logits: torch.Tensor, tokens: torch.Tensor, chunk_size: int | None = None
-              ) -> torch.Tensor:
-    """Token-mean next-token CE of ``(B, T, V)`` logits on ``(B, T)`` tokens (T - 1 targets per
-    row), as ``model(tokens, labels=tokens).loss`` computes it; fp32, chunked over positions."""
-    vocab = logits.shape[-1]
-    flat = logits[:, :-1].reshape(-1, vocab)
-    target = tokens[:, 1:].reshape(-1)
-    n = flat.shape[0]
-    step = n if not chunk_size or chunk_size >= n else chunk_size
-    total = flat.new_zeros((), dtype=torch.float32)
-    for start in range(0, n, step):
-        total = total + F.cross_entropy(flat[start:start + step].float(),
-                                        target[start:start + step], reduction="sum")
-    return total / n
 
 
 def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *,
@@ -259,7 +529,9 @@ def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *
     ``alpha = 0`` the divergence is still measured (without gradient) for the training curves,
     unless ``measure_misalign=False`` (then it is NaN). ``answer_mask`` (same shape as
     ``tokens``, True at answer tokens, which lie in window B) adds ``answer_weight`` times the
-    answers' CE to the CE term (BABILong fine-tuning).
+    answers' CE to the CE term (BABILong fine-tuning). The CE terms and the divergence come
+    from one fused pass over the logits (``fused_objective``); only ``loss`` carries a
+    gradient, and its backward pass runs once.
     """
     if alpha < 0:
         raise ValueError(f"alpha = {alpha}: must be >= 0")
@@ -268,28 +540,27 @@ def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *
     w = overlap_windows(tokens, l_train, l_extra)
     sel_a, sel_b = select_positions(l_train, l_extra, positions)
     n = tokens.shape[0]
-    logits = model(input_ids=torch.cat([w.a, w.b], dim=0)).logits
-    logits_a, logits_b = logits[:n], logits[n:]
-    ce_a = causal_ce(logits_a, w.a, chunk_size)
-    ce_b = causal_ce(logits_b, w.b, chunk_size)
-    ce = {"a": ce_a, "b": ce_b, "both": (ce_a + ce_b) / 2}[ce_on]
-    ans = None
+    both = torch.cat([w.a, w.b], dim=0)
+    logits = model(input_ids=both).logits
+    rows_a = torch.zeros_like(both[:, 1:], dtype=torch.bool)
+    rows_a[:n] = True
+    weights = [_mean_weights(rows_a), _mean_weights(~rows_a)]
+    coefs = {"a": [1.0, 0.0], "b": [0.0, 1.0], "both": [0.5, 0.5]}[ce_on]
     if answer_mask is not None:
-        ans = answer_ce(logits_b, w.b, answer_mask[:, l_extra:l_extra + l_train])
-        ce = ce + answer_weight * ans
-    if sel_b.start == sel_b.stop:  # empty position set
-        misalign = logits.new_zeros((), dtype=torch.float32) + 0.0 * logits.sum()
-    elif not alpha and not measure_misalign:
-        misalign = torch.tensor(float("nan"))
-    else:
-        la, lb = logits_a[:, sel_a], logits_b[:, sel_b]
-        with torch.set_grad_enabled(torch.is_grad_enabled() and alpha > 0):
-            misalign = symmetric_cross_entropy(la, lb, divergence=divergence,
-                                               reduce_terms=reduce_terms, detach=detach,
-                                               chunk_size=chunk_size).mean()
-    loss = ce + alpha * misalign if alpha else ce
-    return MisalignOutput(loss, ce, ce_a.detach(), ce_b.detach(), misalign, w.n_overlap, l_extra,
-                          None if ans is None else ans.detach())
+        answers = torch.zeros_like(rows_a)
+        answers[n:] = answer_mask[:, l_extra:l_extra + l_train][:, 1:]
+        weights.append(_mean_weights(answers))
+        coefs.append(answer_weight)
+    measured = bool(alpha) or measure_misalign
+    pairs = Pairs(tuple(range(n)), tuple(range(n, 2 * n)), sel_a.start, sel_b.start,
+                  sel_b.stop - sel_b.start) if measured else None
+    loss, values = fused_objective(logits, both, weights, coefs, pairs, alpha=alpha,
+                                   divergence=divergence, reduce_terms=reduce_terms,
+                                   detach=detach, chunk_size=chunk_size)
+    ce = (values[:-1] * torch.tensor(coefs, device=values.device)).sum()
+    misalign = values[-1] if measured else torch.tensor(float("nan"))
+    return MisalignOutput(loss, ce, values[0], values[1], misalign, w.n_overlap, l_extra,
+                          values[2] if answer_mask is not None else None)
 
 
 # ---------------------------------------------------------------------------------------------

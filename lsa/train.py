@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from lsa.config import OptimConfig
 from lsa.io import atomic_write_text, write_json
-from lsa.misalign import answer_ce, causal_ce, misalignment_loss, sample_l_extra
+from lsa.misalign import ce_loss, misalignment_loss, sample_l_extra
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -109,14 +109,14 @@ def compute_loss(model, tokens: torch.Tensor, l_extra: int, objective: Objective
     if not objective.needs_windows:
         start = l_extra if objective.ce_on == "b" else 0
         window = tokens[:, start:start + objective.l_train]
-        logits = model(input_ids=window).logits
-        ce = causal_ce(logits, window, objective.chunk_size)
+        mask = None if answer_mask is None else answer_mask[:, start:start + objective.l_train]
+        loss, ce, ans = ce_loss(model(input_ids=window).logits, window, answer_mask=mask,
+                                answer_weight=objective.answer_weight,
+                                chunk_size=objective.chunk_size)
         parts = {"ce_" + objective.ce_on: ce.item(), "l_extra": l_extra}
-        if answer_mask is not None:
-            ans = answer_ce(logits, window, answer_mask[:, start:start + objective.l_train])
+        if ans is not None:
             parts["answer_ce"] = ans.item()
-            ce = ce + objective.answer_weight * ans
-        return {"loss": ce, "ce": ce.item(), **parts}
+        return {"loss": loss, "ce": loss.item(), **parts}
     out = misalignment_loss(
         model, tokens, objective.l_train, l_extra, alpha=objective.alpha,
         divergence=objective.divergence, reduce_terms=objective.reduce_terms,

@@ -130,3 +130,11 @@ def test_training_term_positions_include_the_papers():
     assert FinetuneConfig.from_dict({"positions": "paper"}).positions == "paper"
     with pytest.raises(ConfigError, match="finetune.positions = 'first'"):
         FinetuneConfig.from_dict({"positions": "first"})
+
+
+def test_run_divergence_includes_the_entropy_term():
+    from lsa.config import RunConfig
+
+    assert RunConfig.from_dict({"name": "x", "divergence": "entropy"}).divergence == "entropy"
+    with pytest.raises(ConfigError, match="run.divergence = 'kl'"):
+        RunConfig.from_dict({"name": "x", "divergence": "kl"})

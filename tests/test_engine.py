@@ -281,3 +281,37 @@ def test_smollm2_wheel_is_found_or_the_error_says_how_to_install_it():
     else:
         path = smollm2_gguf()
         assert path.suffix == ".gguf" and path.stat().st_size > 10 * 2**20
+
+
+@pytest.mark.parametrize("ce_on, answers", [("a", False), ("b", True)])
+def test_ce_only_step_loss_and_gradients_as_model_labels_give(stream, ce_on, answers):
+    """The CE-only step (one window, fused CE): model(labels=...)'s loss and gradients, plus
+    the answers' CE when a mask comes with the batch."""
+    import torch.nn.functional as F
+
+    from lsa.train import Objective, compute_loss
+
+    objective = Objective(l_train=12, ce_on=ce_on, chunk_size=5, answer_weight=0.5)
+    tokens = stream.sample(2, 12 + 3, torch.Generator().manual_seed(0))
+    mask = None
+    if answers:
+        mask = torch.zeros_like(tokens, dtype=torch.bool)
+        mask[0, 13] = mask[1, 8] = True
+    model = fresh_model()
+    parts = compute_loss(model, tokens, 3, objective, mask)
+    parts["loss"].backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    window = tokens[:, 3:] if ce_on == "b" else tokens[:, :12]
+    out = model(input_ids=window, labels=window)
+    loss = out.loss
+    if answers:
+        target = mask[:, 3:][:, 1:]
+        ans = F.cross_entropy(out.logits[:, :-1][target], window[:, 1:][target])
+        assert parts["answer_ce"] == pytest.approx(ans.item(), rel=1e-5)
+        loss = loss + 0.5 * ans
+    loss.backward()
+    assert parts["ce_" + ce_on] == pytest.approx(out.loss.item(), rel=1e-5)
+    assert parts["ce"] == pytest.approx(loss.item(), rel=1e-5)
+    for g, p in zip(got, model.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-6)

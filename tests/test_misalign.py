@@ -74,25 +74,14 @@ def test_low_precision_and_extreme_logits_stay_finite(dtype, logits):
     assert torch.isfinite(values).all()
 
 
-def test_chunked_equals_unchunked_with_gradients(logits):
-    a0, b0 = logits
-    grads = []
-    for chunk in (None, 4):
-        a, b = a0.clone().requires_grad_(), b0.clone().requires_grad_()
-        value = M.symmetric_cross_entropy(a, b, chunk_size=chunk).mean()
-        value.backward()
-        grads.append((value.detach(), a.grad, b.grad))
-    for x, y in zip(*grads):
-        torch.testing.assert_close(x, y)
-
-
-@pytest.mark.parametrize("detach, frozen", [("long", 0), ("short", 1)])
-def test_detach_stops_one_side(logits, detach, frozen):
-    a, b = (t.clone().requires_grad_() for t in logits)
-    M.symmetric_cross_entropy(a, b, detach=detach).sum().backward()
-    sides = (a, b)
-    assert sides[frozen].grad is None or (sides[frozen].grad == 0).all()
-    assert sides[1 - frozen].grad.abs().sum() > 0
+@pytest.mark.parametrize("divergence", ["sce", "jeffreys", "entropy"])
+def test_chunked_equals_unchunked(logits, divergence):
+    a, b = logits
+    full = M.symmetric_cross_entropy(a, b, divergence=divergence, chunk_size=None)
+    torch.testing.assert_close(M.symmetric_cross_entropy(a, b, divergence=divergence,
+                                                         chunk_size=4), full)  # 15 rows
+    torch.testing.assert_close(full.double(), unfused_terms(a, b, divergence, "none").sum(0)
+                               .double(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("setting, low, high", [(1, 1, 32), (2, 1, 16), (3, 16, 32),
@@ -320,3 +309,284 @@ def test_loss_over_the_papers_positions(model, stream):
     out = M.misalignment_loss(model, tokens, l_train, 7, alpha=0.5, positions="paper")
     assert out.n_overlap == 5 and out.misalign.item() == 0.0
     assert out.loss.item() == pytest.approx(out.ce.item())
+
+
+# ---------------------------------------------------------------------------------------------
+# the fused objective: CE terms + divergence from one log-softmax per position, hand-written
+# backward; checked against autograd on the unfused formula
+
+
+def unfused_terms(a, b, divergence, detach):
+    """The two per-position terms of the divergence, plain autograd; a detached side gets no
+    gradient (the formula the fused objective replaces)."""
+    lp, lq = F.log_softmax(a.float(), -1), F.log_softmax(b.float(), -1)
+    if detach == "long":
+        lp = lp.detach()
+    if detach == "short":
+        lq = lq.detach()
+    p, q = lp.exp(), lq.exp()
+    if divergence == "sce":
+        return torch.stack([-(p * lq).sum(-1), -(q * lp).sum(-1)])
+    if divergence == "jeffreys":
+        return torch.stack([(p * (lp - lq)).sum(-1), (q * (lq - lp)).sum(-1)])
+    return torch.stack([-(p * lp).sum(-1), -(q * lq).sum(-1)])  # entropy H(p), H(q)
+
+
+def unfused_objective(logits, tokens, weights, coefs, pairs, alpha, divergence="sce",
+                      reduce_terms="sum", detach="none"):
+    lp = F.log_softmax(logits.float(), -1)
+    nll = -lp[:, :-1].gather(-1, tokens[:, 1:, None]).squeeze(-1)
+    values = [(w * nll).sum() for w in weights]
+    div = logits.new_zeros((), dtype=torch.float32)
+    if pairs is not None and pairs.length:
+        sa = slice(pairs.start_a, pairs.start_a + pairs.length)
+        sb = slice(pairs.start_b, pairs.start_b + pairs.length)
+        terms = unfused_terms(logits[list(pairs.rows_a), sa], logits[list(pairs.rows_b), sb],
+                              divergence, detach)
+        div = (terms.sum(0) if reduce_terms == "sum" else terms.mean(0)).mean()
+    loss = sum(c * v for c, v in zip(coefs, values)) + alpha * div
+    return loss, torch.stack(values + [div])
+
+
+def objective_case(dtype=torch.float32, T=9, V=13, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    logits = (torch.randn(4, T, V, generator=g) * 3).to(dtype)
+    tokens = torch.randint(0, V, (4, T), generator=g)
+    w_a = torch.zeros(4, T - 1)
+    w_a[:2] = 1 / (2 * (T - 1))
+    w_b = torch.zeros(4, T - 1)
+    w_b[2:] = 1 / (2 * (T - 1))
+    w_ans = torch.zeros(4, T - 1)
+    w_ans[2, 3], w_ans[3, 5] = 0.5, 0.5
+    pairs = M.Pairs(rows_a=(0, 1), rows_b=(2, 3), start_a=3, start_b=0, length=T - 3)
+    return logits, tokens, [w_a, w_b, w_ans], [1.0, 0.25, 0.5], pairs
+
+
+def fused_and_reference(logits, tokens, weights, coefs, pairs, chunk, **kw):
+    x = logits.clone().requires_grad_()
+    loss, values = M.fused_objective(x, tokens, weights, coefs, pairs, chunk_size=chunk, **kw)
+    (loss * 3).backward()  # a grad_output other than 1
+    y = logits.clone().requires_grad_()
+    ref_loss, ref_values = unfused_objective(y, tokens, weights, coefs, pairs, **kw)
+    (ref_loss * 3).backward()
+    return (loss, values, x.grad), (ref_loss, ref_values, y.grad)
+
+
+@pytest.mark.parametrize("divergence", ["sce", "jeffreys", "entropy"])
+@pytest.mark.parametrize("detach", ["none", "long", "short"])
+@pytest.mark.parametrize("reduce_terms", ["sum", "mean"])
+def test_fused_objective_matches_autograd_fp32(divergence, detach, reduce_terms):
+    case = objective_case()
+    for chunk in (None, 1, 3, 5, 7, 64):  # 3, 5, 7 divide neither T nor the overlap
+        got, ref = fused_and_reference(*case, chunk, alpha=0.7, divergence=divergence,
+                                       reduce_terms=reduce_terms, detach=detach)
+        assert got[0].dtype == torch.float32 and got[1].shape == (4,)
+        torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(got[1], ref[1].detach(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(got[2], ref[2], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("divergence", ["sce", "jeffreys", "entropy"])
+def test_fused_objective_matches_autograd_bf16(divergence):
+    logits, *rest = objective_case(torch.bfloat16)
+    got, ref = fused_and_reference(logits, *rest, 3, alpha=0.7, divergence=divergence)
+    assert got[2].dtype == torch.bfloat16  # the gradient stays in the logits' dtype
+    torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-5)  # fp32 inside the chunk
+    torch.testing.assert_close(got[2].float(), ref[2].float(), rtol=1e-2, atol=2e-3)
+
+
+def test_fused_objective_detach_zeroes_one_sides_divergence_gradient():
+    logits, tokens, weights, coefs, pairs = objective_case()
+    ce_only = fused_and_reference(logits, tokens, weights, coefs, None, 4, alpha=0.7)[0][2]
+    for detach, rows in (("long", (0, 1)), ("short", (2, 3))):
+        grad = fused_and_reference(logits, tokens, weights, coefs, pairs, 4, alpha=0.7,
+                                   detach=detach)[0][2]
+        torch.testing.assert_close(grad[list(rows)], ce_only[list(rows)])  # CE's only
+        other = [r for r in range(4) if r not in rows]
+        assert not torch.allclose(grad[other], ce_only[other])
+
+
+def test_fused_objective_empty_overlap_is_a_zero_term_with_zero_gradient():
+    logits, tokens, weights, coefs, _ = objective_case()
+    empty = M.Pairs(rows_a=(0, 1), rows_b=(2, 3), start_a=9, start_b=0, length=0)
+    got, _ = fused_and_reference(logits, tokens, weights, coefs, empty, 4, alpha=0.7)
+    ce_only, _ = fused_and_reference(logits, tokens, weights, coefs, None, 4, alpha=0.7)
+    assert got[1][-1].item() == 0.0
+    torch.testing.assert_close(got[0], ce_only[0])
+    torch.testing.assert_close(got[2], ce_only[2])
+
+
+def test_fused_objective_without_gradient_gives_the_same_values():
+    logits, *rest = objective_case()
+    with torch.no_grad():
+        loss, values = M.fused_objective(logits, *rest, chunk_size=4, alpha=0.7)
+    ref_loss, ref_values = unfused_objective(logits, *rest, alpha=0.7)
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(values, ref_values)
+
+
+def test_fused_objective_backward_twice_is_refused():
+    logits, *rest = objective_case()
+    x = logits.clone().requires_grad_()
+    loss, _ = M.fused_objective(x, *rest, chunk_size=4, alpha=0.7)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="once"):
+        loss.backward()
+
+
+class LiveFloat32(torch.utils._python_dispatch.TorchDispatchMode):
+    """Peak bytes of fp32 storage alive at once, among the storages created inside the mode
+    (a storage counts until its last view is gone)."""
+
+    def __init__(self):
+        super().__init__()
+        self.live, self.peak, self.seen = 0, 0, set()
+
+    def _free(self, key, nbytes):
+        self.live -= nbytes
+        self.seen.discard(key)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        import weakref
+
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
+                continue
+            storage = t.untyped_storage()
+            key = storage.data_ptr()
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            self.live += storage.nbytes()
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(storage, self._free, key, storage.nbytes())
+        return out
+
+
+def vector_bytes(B, T, K):
+    """fp32 per-position vectors of the objective: K weight rows, their product with the
+    coefficients, the CE coefficient, the nll (4 bytes each)."""
+    return 4 * B * T * (2 * K + 2)
+
+
+def test_fused_objective_holds_one_chunk_of_fp32_whatever_the_length():
+    """bf16 logits: the fp32 alive at once (forward and backward) is one chunk of rows x
+    vocabulary (and a quarter for the pairs' scratch) plus per-position vectors; nothing of
+    the size positions x vocabulary, at any sequence length."""
+    V, chunk = 512, 8
+    for T in (64, 256):
+        logits, tokens, weights, coefs, pairs = objective_case(torch.bfloat16, T=T, V=V)
+        x = logits.clone().requires_grad_()
+        with LiveFloat32() as mode:
+            loss, _ = M.fused_objective(x, tokens, weights, coefs, pairs, chunk_size=chunk,
+                                        alpha=0.5)
+            loss.backward()
+        assert mode.peak <= 1.25 * chunk * V * 4 + vector_bytes(4, T, 3), (T, mode.peak)
+
+
+class FixedLogits(torch.nn.Module):
+    """A 'model' whose bf16 logits are a parameter: every fp32 tensor is the objective's."""
+
+    def __init__(self, rows, T, V):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.table = torch.nn.Parameter((torch.randn(rows, T, V, generator=g) * 3).bfloat16())
+
+    def forward(self, input_ids):
+        return type("Out", (), {"logits": self.table * 1})
+
+
+def test_misalignment_loss_with_bf16_logits_holds_one_chunk_of_fp32(stream):
+    V, chunk = 512, 8
+    for l_train in (64, 256):
+        model = FixedLogits(4, l_train, V)
+        tokens = torch.randint(0, V, (2, l_train + 16), generator=torch.Generator().manual_seed(0))
+        with LiveFloat32() as mode:
+            out = M.misalignment_loss(model, tokens, l_train, 16, alpha=0.5, ce_on="both",
+                                      chunk_size=chunk)
+            out.loss.backward()
+        # the windows' weight masks come on top of the objective's vectors
+        bound = 1.25 * chunk * V * 4 + vector_bytes(4, l_train, 2) + 4 * 4 * l_train * 2
+        assert mode.peak <= bound, (l_train, mode.peak)
+
+
+def unfused_misalignment_loss(model, tokens, l_train, l_extra, alpha, ce_on, detach, positions,
+                              divergence, answer_mask, answer_weight):
+    """The objective as written before fusing: F.cross_entropy per window, the divergence by
+    autograd, the answers' CE on window B."""
+    n = tokens.shape[0]
+    a, b = tokens[:, :l_train], tokens[:, l_extra:]
+    logits = model(input_ids=torch.cat([a, b])).logits
+    la, lb = logits[:n], logits[n:]
+    V = logits.shape[-1]
+    ce_a = F.cross_entropy(la[:, :-1].reshape(-1, V), a[:, 1:].reshape(-1))
+    ce_b = F.cross_entropy(lb[:, :-1].reshape(-1, V), b[:, 1:].reshape(-1))
+    ce = {"a": ce_a, "b": ce_b, "both": (ce_a + ce_b) / 2}[ce_on]
+    if answer_mask is not None:
+        target = answer_mask[:, l_extra:][:, 1:]
+        ce = ce + answer_weight * F.cross_entropy(lb[:, :-1][target], b[:, 1:][target])
+    sel_a, sel_b = M.select_positions(l_train, l_extra, positions)
+    div = unfused_terms(la[:, sel_a], lb[:, sel_b], divergence, detach).sum(0).mean()
+    return ce + alpha * div, ce, div
+
+
+@pytest.mark.parametrize("ce_on, detach, positions, divergence, answers", [
+    ("a", "none", "all", "sce", False),
+    ("both", "long", "paper", "sce", False),
+    ("b", "short", "last", "jeffreys", True),
+    ("a", "none", "all", "entropy", True),
+])
+def test_misalignment_loss_values_and_gradients_as_before(model, stream, ce_on, detach,
+                                                          positions, divergence, answers):
+    l_train, l_extra = 12, 5
+    tokens = stream.sample(2, l_train + l_extra, torch.Generator().manual_seed(8))
+    mask = None
+    if answers:
+        mask = torch.zeros_like(tokens, dtype=torch.bool)
+        mask[0, 14], mask[1, 15:17] = True, True
+    kw = dict(alpha=0.3, ce_on=ce_on, detach=detach, positions=positions,
+              divergence=divergence)
+    out = M.misalignment_loss(model, tokens, l_train, l_extra, chunk_size=5, answer_mask=mask,
+                              answer_weight=0.7, **kw)
+    out.loss.backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    loss, ce, div = unfused_misalignment_loss(model, tokens, l_train, l_extra,
+                                              answer_mask=mask, answer_weight=0.7, **kw)
+    loss.backward()
+    torch.testing.assert_close(out.loss.detach(), loss.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out.ce, ce.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out.misalign, div.detach(), rtol=1e-5, atol=1e-6)
+    for g, p in zip(got, model.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-6)
+    model.zero_grad()
+
+
+def test_ce_loss_matches_cross_entropy_with_answers():
+    logits, tokens, *_ = objective_case(T=10)
+    mask = torch.zeros_like(tokens, dtype=torch.bool)
+    mask[1, 4:6] = mask[3, 9] = True
+    x, y = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    loss, ce, ans = M.ce_loss(x, tokens, answer_mask=mask, answer_weight=0.4, chunk_size=3)
+    loss.backward()
+    V = logits.shape[-1]
+    ref_ce = F.cross_entropy(y[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1))
+    ref_ans = F.cross_entropy(y[:, :-1][mask[:, 1:]], tokens[:, 1:][mask[:, 1:]])
+    (ref_ce + 0.4 * ref_ans).backward()
+    torch.testing.assert_close(ce, ref_ce.detach())
+    torch.testing.assert_close(ans, ref_ans.detach())
+    torch.testing.assert_close(loss.detach(), (ref_ce + 0.4 * ref_ans).detach())
+    torch.testing.assert_close(x.grad, y.grad)
+    assert M.ce_loss(logits, tokens)[2] is None
+    none_marked = M.ce_loss(logits, tokens, answer_mask=torch.zeros_like(mask), answer_weight=1)
+    assert none_marked[2].item() == 0.0
+
+
+@pytest.mark.parametrize("pairs", [M.Pairs((0, 1), (1, 2), 0, 0, 3),   # row 1 on both sides
+                                   M.Pairs((0,), (2, 3), 0, 0, 3),      # unequal sides
+                                   M.Pairs((0,), (2,), 5, 0, 5)])       # past the end
+def test_fused_objective_rejects_bad_pairs(pairs):
+    logits, tokens, weights, coefs, _ = objective_case()
+    with pytest.raises(ValueError, match="distinct rows"):
+        M.fused_objective(logits, tokens, weights, coefs, pairs)
