@@ -54,6 +54,10 @@ class Shape:
 SHAPES = {
     "mini": Shape("mini (scratch Llama, vocab 4096)", 4096, 256, 4, 4, 688, 256, 128, 8),
     "llama32k": Shape("Llama-shaped, vocab 32000", 32000, 512, 4, 8, 1376, 512, 256, 2),
+    # hidden / vocab twice llama32k's (Llama-2-7B: 4096 / 32000), head dim 128 as Llama-2's;
+    # 2 layers and 1 sequence so that it runs in minutes on 2 CPU cores
+    "llama32k_h1024": Shape("Llama-shaped, hidden 1024, vocab 32000", 32000, 1024, 2, 8, 2752,
+                            512, 256, 1),
 }
 QUICK = {"tiny": Shape("tiny (test)", 512, 32, 2, 2, 64, 32, 16, 2)}
 

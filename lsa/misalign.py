@@ -53,7 +53,7 @@ gradient of the loss with respect to the logits, written into a buffer of the lo
 The backward pass only scales that buffer by the incoming gradient. Nothing fp32 outlives its
 chunk: beyond the logits and their gradient (both in the logits' dtype, as autograd would hold
 them) the objective holds one chunk of ``chunk_size`` rows x vocabulary in fp32 (plus a
-quarter chunk when there are pairs), whatever the sequence length. A pair (A's row at one
+quarter chunk of scratch for pairs of bf16/fp16 logits), whatever the sequence length. A pair (A's row at one
 position, B's at the same absolute position) shares its chunk, so each position's log-softmax
 is computed once for both its CE and the divergence.
 
@@ -148,18 +148,19 @@ def _side(x: torch.Tensor, d: torch.Tensor, e: torch.Tensor) -> _Side:
     return _Side(d, e, total, total.log())
 
 
-def _pair(divergence: str, x_a, x_b, d_a, e_a, d_b, e_b, scratch) -> tuple[_Side, _Side]:
-    """Both sides of a chunk of pairs with the dot products ``divergence`` needs."""
+def _pair(divergence: str, x_a, x_b, d_a, e_a, d_b, e_b, scratch_a, scratch_b
+          ) -> tuple[_Side, _Side]:
+    """Both sides of a chunk of pairs with the dot products ``divergence`` needs, each side's
+    through its fp32 scratch buffer (faster than vecdot on CPU; may be where its gradient
+    goes next)."""
     a, b = _side(x_a, d_a, e_a), _side(x_b, d_b, e_b)
-
-    def dot(u, v):  # sum_v u v, through a scratch buffer (faster than vecdot on CPU)
-        return torch.mul(u, v, out=scratch).sum(-1, keepdim=True)
-
-    for me, other in ((a, b), (b, a)):
+    for me, other, scratch in ((a, b, scratch_a), (b, a, scratch_b)):
         if divergence in ("sce", "jeffreys"):
-            me.cross = dot(me.e, other.d) / me.total - other.log_total
+            dot = torch.mul(me.e, other.d, out=scratch).sum(-1, keepdim=True)
+            me.cross = dot / me.total - other.log_total
         if divergence in ("jeffreys", "entropy"):
-            me.own = dot(me.e, me.d) / me.total - me.log_total
+            dot = torch.mul(me.e, me.d, out=scratch).sum(-1, keepdim=True)
+            me.own = dot / me.total - me.log_total
     return a, b
 
 
@@ -186,7 +187,7 @@ def symmetric_cross_entropy(logits_a: torch.Tensor, logits_b: torch.Tensor, *,
     for start in range(0, n, step):
         ca, cb = a[start:start + step], b[start:start + step]
         k = ca.shape[0]
-        side_a, side_b = _pair(divergence, ca, cb, *(t[:k] for t in buf))
+        side_a, side_b = _pair(divergence, ca, cb, *(t[:k] for t in buf), buf[4, :k])
         terms = side_a.term(divergence) + side_b.term(divergence)
         out[start:start + k] = (terms if reduce_terms == "sum" else terms / 2).squeeze(-1)
     return out.reshape(lead)
@@ -330,7 +331,8 @@ def _evaluate(logits: torch.Tensor, plan: _Plan, need_grad: bool
     chunk = plan.chunk
     h = max(1, chunk // 4)  # pairs per chunk: d and e of both sides fill one chunk of rows
     buf = x.new_empty((max(chunk, 4 * h), V), dtype=torch.float32)
-    scratch = x.new_empty((h, V), dtype=torch.float32) if pairs else None
+    # fp32 gradients go straight into ``grad``, which also serves as the pairs' scratch
+    scratch = x.new_empty((h, V), dtype=torch.float32) if pairs and not direct else None
     # which positions need their nll, and which a gradient (one host sync per call)
     valued = (plan.weights != 0).any(0).cpu()
     graded = (plan.row_coef.squeeze(-1) != 0).cpu() if need_grad else torch.zeros_like(valued)
@@ -343,8 +345,11 @@ def _evaluate(logits: torch.Tensor, plan: _Plan, need_grad: bool
                 k = min(h, pairs.length - i)
                 ia = slice(pairs.start_a + i, pairs.start_a + i + k)
                 ib = slice(pairs.start_b + i, pairs.start_b + i + k)
+                scratch_a, scratch_b = ((grad[ra, ia], grad[rb, ib]) if direct
+                                        else (scratch[:k], scratch[:k]))
                 side_a, side_b = _pair(plan.divergence, x[ra, ia], x[rb, ib],
-                                       *(buf[j * h:j * h + k] for j in range(4)), scratch[:k])
+                                       *(buf[j * h:j * h + k] for j in range(4)), scratch_a,
+                                       scratch_b)
                 div_sum += (side_a.term(plan.divergence) + side_b.term(plan.divergence)).sum()
                 for me, other, row, idx, s in ((side_a, side_b, ra, ia, plan.scale_a),
                                                (side_b, side_a, rb, ib, plan.scale_b)):
