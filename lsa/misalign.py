@@ -320,11 +320,15 @@ def _pair_grad(out: torch.Tensor, me: _Side, other: _Side, s: float, c: torch.Te
 def _evaluate(logits: torch.Tensor, plan: _Plan, need_grad: bool
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """One pass over ``logits`` ``(B, T, V)``: per-position nll ``(B, T)`` and the divergence's
-    sum over the pairs (fp32), and d loss / d logits (in the logits' dtype) when asked."""
+    sum over the pairs (fp32), and d loss / d logits (in the logits' dtype; fp32 for fp16) when
+    asked."""
     B, T, V = logits.shape
     x = logits.detach()
-    grad = torch.empty(x.shape, dtype=x.dtype, device=x.device) if need_grad else None
-    direct = need_grad and x.dtype == torch.float32  # write gradients straight into ``grad``
+    # the gradient is kept in the logits' dtype, except fp16: unscaled (the loss scale comes in
+    # backward) its small entries would underflow, so fp16 logits keep an fp32 gradient
+    grad_dtype = torch.float32 if x.dtype == torch.float16 else x.dtype
+    grad = torch.empty(x.shape, dtype=grad_dtype, device=x.device) if need_grad else None
+    direct = need_grad and grad_dtype == torch.float32  # write gradients straight into ``grad``
     nll = x.new_zeros((B, T), dtype=torch.float32)
     div_sum = x.new_zeros((), dtype=torch.float32)
     pairs = plan.pairs if plan.pairs is not None and plan.pairs.count else None
