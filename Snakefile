@@ -13,6 +13,7 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/runs.smk"
 include: "workflow/rules/sections.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
@@ -20,4 +21,5 @@ rule all:
         [section_outputs(key)["metrics"] for key in PIPE.sections],
         BASE_OUTPUT,
         [out for outputs in RUN_OUTPUTS.values() for out in outputs.values()],
+        rules.report_figures.output,
     default_target: True
