@@ -382,7 +382,7 @@ def babilong_sources(pipe: PipelineConfig) -> dict[str, Any]:
     training samples per task of the first run; evaluate design: the bAbI source, haystack
     books, prompts file (path, sha256, parts) and greedy tokens (one value when every run
     agrees, else per run) and the fine-tuning run each evaluation read."""
-    from lsa.io import read_json
+    from lsa.files import read_json
     from lsa.runs import run_dir
 
     bl: BabilongConfig = pipe.settings["babilong"]  # type: ignore[assignment]

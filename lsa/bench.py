@@ -32,7 +32,7 @@ from typing import Any, Callable
 import torch
 
 from lsa import paths
-from lsa.io import device_info, package_versions, write_json
+from lsa.files import device_info, package_versions, write_json
 from lsa.misalign import ce_loss, misalignment_loss
 
 VARIANTS = ("ce_a", "ce_ab", "ce_ab+sce", "ce_a+sce")

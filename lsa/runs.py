@@ -19,7 +19,8 @@ import torch
 
 from lsa import paths
 from lsa.config import FinetuneConfig, PipelineConfig, PretrainConfig, RunConfig
-from lsa.io import read_json, save_metrics, seed_everything
+from lsa.files import read_json, save_metrics
+from lsa.seeding import seed_everything
 
 
 @dataclass
@@ -389,7 +390,7 @@ def babilong_evaluate(pipe: PipelineConfig, name: str, progress: bool = True) ->
     from lsa.data.babilong import split_sentences
     from lsa.evaluate.babilong import evaluate_grid
     from lsa.evaluate.babilong_prompts import locate_prompts, read_prompts
-    from lsa.io import write_json
+    from lsa.files import write_json
     from lsa.train import finish
 
     pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]

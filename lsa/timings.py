@@ -136,7 +136,7 @@ def record_reproduce(profile: str, started: float, cores: str) -> Path | None:
     import datetime as _dt
     import time
 
-    from lsa import io
+    from lsa import files
 
     bench = logs_dir(profile) / "benchmarks"
     ran = [p for p in bench.glob("*.tsv") if p.stat().st_mtime >= started] if bench.exists() \
@@ -144,8 +144,8 @@ def record_reproduce(profile: str, started: float, cores: str) -> Path | None:
     if not ran:
         return None
     now = time.time()
-    return io.write_json(reproduce_file(profile), {
+    return files.write_json(reproduce_file(profile), {
         "profile": profile, "wall_s": round(now - started, 1), "cores": cores,
-        "jobs_run": len(ran), "git_commit": io.git_commit(),
+        "jobs_run": len(ran), "git_commit": files.git_commit(),
         "finished_utc": _dt.datetime.fromtimestamp(now, _dt.timezone.utc).isoformat(
             timespec="seconds")})

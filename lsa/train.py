@@ -31,7 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 from lsa.config import OptimConfig
-from lsa.io import atomic_write_text, write_json
+from lsa.files import atomic_write_text, write_json
 from lsa.misalign import ce_loss, misalignment_loss, sample_l_extra
 
 

@@ -142,7 +142,7 @@ def evaluate_pipe():
 
 def write_evaluation(pipe, name, method, alpha, seed, l_train, finished=True):
     """One evaluation folder as ``lsa.runs.babilong_evaluate`` leaves it (no model)."""
-    from lsa.io import write_json
+    from lsa.files import write_json
     from lsa.runs import run_dir
 
     _, ce, reg = MODELS[method]

@@ -251,7 +251,7 @@ def write_books(folder, n=3):
 def tiny_pipe(tmp_path, out_root, prompts_file, monkeypatch):
     """A configuration of tiny models and a finished base run folder (scratch Llama)."""
     from lsa.data.tokens import train_tokenizer
-    from lsa.io import write_json
+    from lsa.files import write_json
     from lsa.models import scratch_llama
     from lsa.runs import run_dir
 
@@ -280,7 +280,7 @@ def tiny_pipe(tmp_path, out_root, prompts_file, monkeypatch):
 def fake_finetune(pipe, name):
     """A finished fine-tuning run folder: the rebuilt model with changed trainable weights,
     saved as the trainer saves it; returns its logits on a fixed input."""
-    from lsa.io import write_json
+    from lsa.files import write_json
     from lsa.runs import build_for_run, run_folder
 
     folder, run = run_folder(pipe, "finetune", name)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from lsa import io, paths
+from lsa import files, paths
 from lsa.config import load_config
 from lsa.pipeline import check_outputs
 
@@ -32,7 +32,7 @@ def test_smoke_pipeline_outputs(smoke_run):
 
 
 def test_smoke_metrics_content(smoke_run):
-    metrics = io.read_json(paths.metrics_file("smoke", "01_synthetic_study"))
+    metrics = files.read_json(paths.metrics_file("smoke", "01_synthetic_study"))
     ids = [c["id"] for c in metrics["claims"]]
     assert ids[:5] == ["S3.1", "S3.2", "S3.3", "S3.4", "S3.5"]
     assert all(c["verdict"] != "not run" for c in metrics["claims"])
@@ -44,14 +44,14 @@ def test_smoke_metrics_content(smoke_run):
     pipe = load_config(profile="smoke")
     for run in pipe.settings["finetune"].all_runs():
         folder = paths.results_dir("smoke") / "runs" / pipe.finetune_run_id(run.name)
-        run_metrics = io.read_json(folder / "metrics.json")
+        run_metrics = files.read_json(folder / "metrics.json")
         assert run_metrics["alpha"] == run.alpha and run_metrics["method"] == run.method
         log = [line for line in (folder / "metrics.jsonl").read_text().splitlines() if line]
         assert len(log) == pipe.settings["finetune"].optim.steps
-    report = io.read_json(paths.metrics_file("smoke", "06_replication_report"))
+    report = files.read_json(paths.metrics_file("smoke", "06_replication_report"))
     needs = pipe.sections["06_replication_report"].needs
     assert report["sections_found"] == needs and report["sections_missing"] == []
-    n_claims = sum(len(io.read_json(paths.metrics_file("smoke", s))["claims"]) for s in needs)
+    n_claims = sum(len(files.read_json(paths.metrics_file("smoke", s))["claims"]) for s in needs)
     assert sum(report["verdicts"].values()) == n_claims
 
 

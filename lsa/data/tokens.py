@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lsa.io import atomic_write_bytes, atomic_write_text
+from lsa.files import atomic_write_bytes, atomic_write_text
 
 EOS = "<|endoftext|>"
 

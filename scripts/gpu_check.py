@@ -1,4 +1,5 @@
-"""The GPU check: one short script for the day a GPU is lent (``scripts/gpu_check.sh``).
+"""The GPU check: one short script for the day a GPU is lent (run by ``scripts/gpu_check.sh``;
+``python scripts/gpu_check.py --tiny`` runs its CPU path, which tests/test_gpu_check.py tests).
 
 On one GPU, within minutes and without network: pretrain the ``gpu-small`` base model briefly
 (bf16), extend it LongQLoRA-style (PI + LoRA + S2) for a few steps with CE only and with
@@ -57,7 +58,7 @@ def run(profile: str = "gpu-small", tiny: bool = False, pretrain_steps: int = 30
     from lsa.config import load_config
     from lsa.evaluate.perplexity import perplexity
     from lsa.extend import load_for_method, method_spec
-    from lsa.io import device_info
+    from lsa.files import device_info
     from lsa.models import count_parameters, scratch_llama
     from lsa.runs import prepare_corpus
     from lsa.train import LoraSettings, Objective, apply_lora, train
