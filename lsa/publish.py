@@ -47,10 +47,9 @@ def machine() -> dict[str, Any]:
 
 
 def publish(profile: str = "mini", dest: Path | None = None) -> Path:
-    from lsa.config import load_config
-    from lsa.pipeline import check_outputs
+    from lsa.pipeline import check_outputs, pipeline_config
 
-    problems = check_outputs(load_config(profile=profile))
+    problems = check_outputs(pipeline_config(profile))
     if problems:
         raise NotPublishable(f"profile {profile} fails its checks ({len(problems)} problems, "
                              f"first: {problems[0]}); run `make reproduce PROFILE={profile}`")

@@ -144,7 +144,8 @@ def test_ce_and_regularized_runs_see_the_same_data(stream):
 
 
 def test_training_is_reproducible_and_logs_every_step(stream, tmp_path):
-    from lsa.train import Objective, read_log, train
+    from lsa.runs import read_log
+    from lsa.train import Objective, train
 
     objective = Objective(l_train=16, alpha=0.1)
     logs, weights = [], []
@@ -161,7 +162,8 @@ def test_training_is_reproducible_and_logs_every_step(stream, tmp_path):
 
 
 def test_resume_continues_exactly(stream, tmp_path):
-    from lsa.train import Objective, read_log, train
+    from lsa.runs import read_log
+    from lsa.train import Objective, train
 
     objective = Objective(l_train=16, alpha=0.1)
     full = fresh_model()
