@@ -125,3 +125,13 @@ def test_the_config_json_of_a_run_is_its_identity(out_root):
     assert "alphas" not in run.identity and run.identity["run"]["ce_on"] == "b"
     write_json(run.folder / "config.json", run.identity)
     assert run.config() == json.loads(json.dumps(run.identity))
+
+
+def test_cli_lists_every_run(capsys):
+    from lsa.__main__ import main
+
+    assert main(["config", "--profile", "smoke", "--runs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    pipe = load_config(profile="smoke")
+    assert len(lines) == len(list(pipe.runs))
+    assert lines[0].split()[:3] == ["base", "base", pipe.runs.base.id]
