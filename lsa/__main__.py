@@ -68,16 +68,21 @@ def _print_fields() -> None:
 
     def walk(cls, prefix):
         hints = typing.get_type_hints(cls)
-        print(f"\n## {prefix or 'top level'}: {(cls.__doc__ or '').splitlines()[0]}")
+        doc = " ".join((cls.__doc__ or "").split("\n\n")[0].split())
+        print(f"\n## {prefix or 'top level'}: {doc}")
         nested = []
         for row in cls.describe():
             tp = hints[row["name"]]
+            name = f"{prefix}.{row['name']}" if prefix else row["name"]
             if dataclasses.is_dataclass(tp):
-                nested.append((tp, f"{prefix}.{row['name']}" if prefix else row["name"]))
+                nested.append((tp, name))
                 continue
+            item = (typing.get_args(tp) or [None])[0]
+            if dataclasses.is_dataclass(item):  # a list of settings (finetune.runs)
+                nested.append((item, f"{name}[]"))
             bounds = f" [{row['bounds']}]" if row["bounds"] else ""
-            print(f"- {row['name']} ({row['type']}; default {row['default']!r}){bounds}: "
-                  f"{row['help']}")
+            default = "required" if row["required"] else f"default {row['default']!r}"
+            print(f"- {row['name']} ({row['type']}; {default}){bounds}: {row['help']}")
         for tp, name in nested:
             walk(tp, name)
 

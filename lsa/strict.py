@@ -248,16 +248,18 @@ class StrictConfig:
 
     @classmethod
     def describe(cls) -> list[dict[str, Any]]:
-        """One row per field: name, type, default, bounds, help (``python -m lsa config
-        --fields``)."""
+        """One row per field: name, type, default (or required), bounds, help (``python -m lsa
+        config --fields``)."""
         hints = typing.get_type_hints(cls)
         rows = []
         for f in cls._fields():
             meta = f.metadata or {}
+            required = (f.default is dataclasses.MISSING
+                        and f.default_factory is dataclasses.MISSING)
             if f.default_factory is not dataclasses.MISSING:
                 default = plain(f.default_factory())
             else:
-                default = None if f.default is dataclasses.MISSING else f.default
+                default = None if required else f.default
             rule = bounds_text(meta.get("ge"), meta.get("gt"), meta.get("le"))
             if meta.get("unique"):
                 rule = "; ".join(filter(None, [rule, "non-empty, no repeats"]))
@@ -265,5 +267,5 @@ class StrictConfig:
             if each:
                 rule = "; ".join(filter(None, [rule, f"every entry {each}"]))
             rows.append({"name": f.name, "type": _type_name(hints[f.name]), "default": default,
-                         "bounds": rule, "help": meta.get("help", "")})
+                         "required": required, "bounds": rule, "help": meta.get("help", "")})
         return rows
