@@ -1,5 +1,5 @@
 # One-command setup. Both targets create .venv when it is missing and install the project.
-#   make test        unit tests + the smoke pipeline + checks on its outputs
+#   make test        unit tests + lint + the smoke pipeline + checks on its outputs
 #   make reproduce   the default replication (profile mini; PROFILE=... for another)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -50,7 +50,9 @@ bench: install
 lab: install
 	$(BIN)/jupyter lab notebooks/
 
+# ruff and nbstripout through the pre-commit hooks (.pre-commit-config.yaml), then Snakemake's
 lint: install
+	$(BIN)/pre-commit run --all-files
 	$(BIN)/snakemake --lint
 
 clean-results:

@@ -2,8 +2,11 @@
 
     snakemake --cores all                          # default profile (mini)
     snakemake --cores all --config profile=smoke   # smoke | mini | gpu-small | paper
+    snakemake --cores all --config profile=smoke seed=1   # or --configfile mine.yaml
 
-The configuration is validated by lsa/config.py before any rule runs.
+The merged configuration is validated by lsa/config.py before any rule runs and written,
+resolved, to results/<profile>/config.yaml: every job and notebook reads that file. Where jobs
+run and which modules are their inputs: workflow/settings.yaml.
 """
 
 
@@ -19,7 +22,6 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         [section_outputs(key)["metrics"] for key in PIPE.sections],
-        BASE_OUTPUT,
-        [out for outputs in RUN_OUTPUTS.values() for out in outputs.values()],
+        [run_output(run) for run in RUNS],
         rules.report_figures.output,
     default_target: True

@@ -1,15 +1,23 @@
 """Command line: ``python -m lsa <command>`` (also installed as ``lsa``).
 
-    python -m lsa config   [--profile P] [--section S]  show the validated configuration
+    python -m lsa config   [--profile P] [--section S]  the notebooks' validated parameters
+    python -m lsa config   --resolved | --fields | --runs   the resolved configuration, every
+                                                        setting documented, every run's folder
     python -m lsa check    [--profile P]                check the outputs of a pipeline run
     python -m lsa fetch    books                        fetch the book corpus into data/
     python -m lsa pretrain [--profile P]                the profile's base model (a run folder)
     python -m lsa finetune --run NAME [--profile P]     one context-extension run
     python -m lsa babilong --run NAME [--profile P]     one BABILong fine-tuning run (train design)
-    python -m lsa babilong-eval --run NAME [--profile P] a finetune run on BABILong (evaluate design)
+    python -m lsa babilong-eval --run NAME [--profile P]
+                                                        a finetune run on BABILong (evaluate design)
     python -m lsa bench    misalign [--quick]           cost of CE + SCE vs CE only
     python -m lsa timings  [--profile P]                where a profile's time went
     python -m lsa publish  [--profile P]                snapshot into docs/results/ (committed)
+
+Every command but check reads config/config.yaml for the profile (default: its `profile`);
+`--config-file results/<profile>/config.yaml` reads the configuration a pipeline run resolved
+instead (the Snakefile passes it to every job, with `--expect-id`: a job whose own run id
+differs fails with a message that says why). check reads that file when it exists.
 """
 
 from __future__ import annotations
@@ -22,21 +30,69 @@ import yaml
 from lsa.config import PROFILES, ConfigError, load_config
 
 
+def _load(args):
+    """The configuration a command reads: ``--config-file``, else config/config.yaml."""
+    return load_config(getattr(args, "config_file", None), profile=args.profile)
+
+
 def _config(args) -> int:
-    pipe = load_config(profile=args.profile)
+    from lsa import pipeline
+
+    pipe = _load(args)
+    if args.resolved:
+        print(pipeline.resolved_text(pipe), end="")
+        return 0
+    if args.fields:
+        _print_fields()
+        return 0
+    if args.runs:
+        for run in pipe.runs:
+            state = "finished" if run.finished else "not made"
+            print(f"{run.kind:14} {run.name:24} {run.id}  ({state})")
+        return 0
     sections = [args.section] if args.section else list(pipe.sections)
     for key in sections:
         if key not in pipe.sections:
             raise ConfigError(f"--section {key!r}: unknown; allowed: {', '.join(pipe.sections)}")
         print(f"# {key} ({pipe.profile})")
-        print(yaml.safe_dump(pipe.notebook_parameters(key), sort_keys=False))
+        print(yaml.safe_dump(pipeline.notebook_parameters(pipe, key), sort_keys=False))
     return 0
 
 
-def _check(args) -> int:
-    from lsa.pipeline import check_outputs
+def _print_fields() -> None:
+    """Every setting of config/config.yaml: type, default, bounds and meaning."""
+    import dataclasses
+    import typing
 
-    pipe = load_config(profile=args.profile)
+    from lsa.config import PipelineConfig
+
+    def walk(cls, prefix):
+        hints = typing.get_type_hints(cls)
+        doc = " ".join((cls.__doc__ or "").split("\n\n")[0].split())
+        print(f"\n## {prefix or 'top level'}: {doc}")
+        nested = []
+        for row in cls.describe():
+            tp = hints[row["name"]]
+            name = f"{prefix}.{row['name']}" if prefix else row["name"]
+            if dataclasses.is_dataclass(tp):
+                nested.append((tp, name))
+                continue
+            item = (typing.get_args(tp) or [None])[0]
+            if dataclasses.is_dataclass(item):  # a list of settings (finetune.runs)
+                nested.append((item, f"{name}[]"))
+            bounds = f" [{row['bounds']}]" if row["bounds"] else ""
+            default = "required" if row["required"] else f"default {row['default']!r}"
+            print(f"- {row['name']} ({row['type']}; {default}){bounds}: {row['help']}")
+        for tp, name in nested:
+            walk(tp, name)
+
+    walk(PipelineConfig, "")
+
+
+def _check(args) -> int:
+    from lsa.pipeline import check_outputs, pipeline_config
+
+    pipe = pipeline_config(args.profile, args.config_file)
     problems = check_outputs(pipe)
     for problem in problems:
         print("FAIL", problem)
@@ -60,27 +116,25 @@ def _set_threads(args) -> None:
         torch.set_num_threads(args.threads)
 
 
-def _pretrain(args) -> int:
-    from lsa.runs import pretrain
+def job_run(args):
+    """The configuration and the run a job command names; fails, before any compute, on an
+    unknown run and on a run id other than ``--expect-id`` (what the pipeline expects)."""
+    pipe = _load(args)
+    kind = "base" if args.command == "pretrain" else args.command
+    run = pipe.runs.get(kind, getattr(args, "run", None) or "base")
+    source = args.config_file or "config/config.yaml"
+    run.expect(args.expect_id, f"{source} (profile {pipe.profile}, seed {pipe.seed})")
+    return pipe, run
+
+
+def _job(args) -> int:
+    """One run of the kind named by the subcommand (pretrain, finetune, babilong or
+    babilong-eval)."""
+    pipe, run = job_run(args)
+    from lsa.jobs import run_job
 
     _set_threads(args)
-    print(pretrain(load_config(profile=args.profile), progress=not args.no_progress))
-    return 0
-
-
-def _run(args) -> int:
-    """One run of the kind named by the subcommand (finetune, babilong or babilong-eval)."""
-    from lsa import runs
-
-    _set_threads(args)
-    pipe = load_config(profile=args.profile)
-    if args.command == "babilong-eval":
-        pipe.babilong_eval_run(args.run)  # unknown run or train design: fail early
-        job = runs.babilong_evaluate
-    else:
-        pipe.settings[args.command].run(args.run)  # type: ignore[attr-defined]  # unknown: fail early
-        job = runs.finetune if args.command == "finetune" else runs.babilong_run
-    print(job(pipe, args.run, progress=not args.no_progress))
+    print(run_job(pipe, run, progress=not args.no_progress))
     return 0
 
 
@@ -92,9 +146,8 @@ def _bench(args) -> int:
 
 def _timings(args) -> int:
     from lsa import timings
-    from lsa.config import load_config
 
-    profile = load_config(profile=args.profile).profile
+    profile = _load(args).profile
     if args.record_since is not None:
         timings.record_reproduce(profile, args.record_since, args.cores)
     print(timings.markdown(profile), end="")
@@ -102,15 +155,21 @@ def _timings(args) -> int:
 
 
 def _publish(args) -> int:
-    from lsa.config import load_config
     from lsa.publish import NotPublishable, publish
 
     try:
-        print(publish(load_config(profile=args.profile).profile))
+        print(publish(_load(args).profile))
     except NotPublishable as exc:
         print(f"not published: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _profile_options(p: argparse.ArgumentParser, file_default: str = "default: "
+                     "config/config.yaml") -> None:
+    p.add_argument("--profile", choices=PROFILES)
+    p.add_argument("--config-file", help=f"a resolved configuration, results/<profile>/"
+                                         f"config.yaml, as the pipeline passes it ({file_default})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,26 +177,35 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("config", help="print the validated notebook parameters")
-    p.add_argument("--profile", choices=PROFILES)
+    _profile_options(p)
     p.add_argument("--section")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--resolved", action="store_true",
+                      help="the whole resolved configuration (what the Snakefile writes)")
+    what.add_argument("--fields", action="store_true",
+                      help="every setting: type, default, bounds, meaning")
+    what.add_argument("--runs", action="store_true", help="every run: kind, name, folder")
     p.set_defaults(func=_config)
     p = sub.add_parser("check", help="check the files a pipeline run wrote")
-    p.add_argument("--profile", choices=PROFILES)
+    _profile_options(p, "default: results/<profile>/config.yaml when the pipeline wrote it")
     p.set_defaults(func=_check)
     p = sub.add_parser("fetch", help="fetch input data into data/")
     p.add_argument("what", choices=["books"])
     p.set_defaults(func=_fetch)
-    for name, func, helptext in (("pretrain", _pretrain, "train or load the base model"),
-                                 ("finetune", _run, "one context-extension run"),
-                                 ("babilong", _run, "one BABILong fine-tuning run"),
-                                 ("babilong-eval", _run, "evaluate a finetune run on BABILong")):
+    for name, helptext in (("pretrain", "train or load the base model"),
+                           ("finetune", "one context-extension run"),
+                           ("babilong", "one BABILong fine-tuning run (train design)"),
+                           ("babilong-eval", "evaluate a finetune run on BABILong")):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("--profile", choices=PROFILES)
+        _profile_options(p)
         p.add_argument("--no-progress", action="store_true")
         p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
         if name != "pretrain":
-            p.add_argument("--run", required=True, help="a run name (python -m lsa config shows them)")
-        p.set_defaults(func=func)
+            p.add_argument("--run", required=True,
+                           help="a run name (python -m lsa config --runs shows them)")
+        p.add_argument("--expect-id", help="the run folder the pipeline expects; the job fails "
+                                           "before any compute when its own differs")
+        p.set_defaults(func=_job)
     p = sub.add_parser("bench", help="measure the regularizer's time and memory cost")
     p.add_argument("what", choices=["misalign"])
     p.add_argument("--quick", action="store_true", help="tiny shapes (tests)")
@@ -147,12 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_bench)
     p = sub.add_parser("timings", help="where a profile's time went (from the pipeline's "
                        "benchmark files)")
-    p.add_argument("--profile", choices=PROFILES)
+    _profile_options(p)
     p.add_argument("--record-since", type=float, help=argparse.SUPPRESS)  # make reproduce
     p.add_argument("--cores", default="?", help=argparse.SUPPRESS)
     p.set_defaults(func=_timings)
     p = sub.add_parser("publish", help="copy a finished profile's report into docs/results/")
-    p.add_argument("--profile", choices=PROFILES)
+    _profile_options(p)
     p.set_defaults(func=_publish)
     args = parser.parse_args(argv)
     try:

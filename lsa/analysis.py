@@ -1,4 +1,6 @@
-"""Tables and verdicts for the fine-tuning sections (5.1-5.2): runs -> DataFrames -> claims.
+"""Tables and verdicts for the fine-tuning sections (5.1-5.2, 5.4): runs -> DataFrames -> claims.
+
+Runs are read through ``pipe.runs`` (``lsa.runs``): reading results imports no torch.
 
 Seed noise: the regularizer's effect on a quantity is the mean over seeds of the paired
 difference (alpha run minus CE run, same seed, same data order); its noise is the standard
@@ -14,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lsa.config import BabilongConfig, PipelineConfig
+from lsa.config import PipelineConfig
 from lsa.report import PAPER, Claim, fmt, paper
 
 # the paper's Tables 2-3 rows for the methods that have them: (table key, paper's alpha)
@@ -31,19 +33,14 @@ def collect_runs(pipe: PipelineConfig) -> pd.DataFrame:
     the training window, long-window perplexity, misalignment metric (``misalignment``: the
     paper's positions, both contexts >= l_train / 2; ``misalignment_all``: every overlap
     position), final training losses."""
-    from lsa.runs import load_run, run_dir
-
-    ft = pipe.settings["finetune"]
     rows = []
-    for run in ft.all_runs():  # type: ignore[attr-defined]
-        folder = run_dir(ft.profile, pipe.finetune_run_id(run.name))  # type: ignore[attr-defined]
-        if not (folder / "train_summary.json").exists():
+    for run in pipe.runs.finetune.values():
+        if not run.finished:
             continue
-        data = load_run(folder)
-        m, log = data["metrics"], data["log"]
+        m, log, spec = run.metrics(), run.log(), run.spec
         l_train = m["l_train"]
-        row: dict[str, Any] = {"run": run.name, "method": run.method, "alpha": run.alpha,
-                               "loss": loss_label(run.alpha), "seed": run.seed,
+        row: dict[str, Any] = {"run": run.name, "method": spec.method, "alpha": spec.alpha,
+                               "loss": loss_label(spec.alpha), "seed": spec.seed,
                                "l_train": l_train}
         long_nll, long_tokens = 0.0, 0
         for length, value in m["perplexity"].items():
@@ -71,16 +68,13 @@ def collect_runs(pipe: PipelineConfig) -> pd.DataFrame:
 
 def curves(pipe: PipelineConfig) -> pd.DataFrame:
     """Training logs of every finished run, long format (run, method, alpha, seed, step, ...)."""
-    from lsa.runs import load_run, run_dir
-
-    ft = pipe.settings["finetune"]
     frames = []
-    for run in ft.all_runs():  # type: ignore[attr-defined]
-        folder = run_dir(ft.profile, pipe.finetune_run_id(run.name))  # type: ignore[attr-defined]
-        if (folder / "train_summary.json").exists():
-            log = pd.DataFrame(load_run(folder)["log"])
-            frames.append(log.assign(run=run.name, method=run.method, alpha=run.alpha,
-                                     loss=loss_label(run.alpha), seed=run.seed))
+    for run in pipe.runs.finetune.values():
+        if run.finished:
+            spec = run.spec
+            frames.append(pd.DataFrame(run.log()).assign(
+                run=run.name, method=spec.method, alpha=spec.alpha, loss=loss_label(spec.alpha),
+                seed=spec.seed))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -204,8 +198,9 @@ def paper_table(runs: pd.DataFrame, alpha: float = 0.1) -> pd.DataFrame:
 # Here the noise that matters is the test sample's: a cell holds a few hundred 0/1 answers.
 # Accuracies carry a Wilson interval; the regularizer's effect is the paired difference over
 # the same test prompts (same seed, same index), with a normal interval on the per-sample
-# differences pooled over seeds (Agresti-Min: 1/2 added to each cell). A verdict is given only when that interval is clear of 0
-# (of the +-5-point band for "comparable"); seed-to-seed spread is reported beside it.
+# differences pooled over seeds (Agresti-Min: 1/2 added to each cell). A verdict is given only
+# when that interval is clear of 0 (of the +-5-point band for "comparable"); seed-to-seed
+# spread is reported beside it.
 
 
 # Table 6 of the paper (the CLEX model trained at 4K): its input lengths in tokens, keyed by
@@ -218,21 +213,17 @@ TABLE6_MULTIPLES = {1: "4k", 2: "8k", 4: "16k"}
 def collect_babilong(pipe: PipelineConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-sample rows of every finished BABILong run of the configured design: (accuracy
     grid, depth grid). Train design: the BABILong fine-tuning runs (``multiple`` = length /
-    l_train); evaluate design: the evaluations of ``pipe.babilong_eval_runs()``, tagged with
+    l_train); evaluate design: the evaluations of ``pipe.runs.babilong_eval``, tagged with
     ``design``, ``finetune_run`` and the evaluated run's ``method`` and ``l_train``."""
-    from lsa.runs import load_run, run_dir
-
-    bl: BabilongConfig = pipe.settings["babilong"]  # type: ignore[assignment]
-    if bl.design == "evaluate":
+    if pipe.babilong.design == "evaluate":
         return _collect_babilong_evaluate(pipe)
     acc, depth = [], []
-    for run in bl.all_runs():
-        folder = run_dir(bl.profile, pipe.babilong_run_id(run.name))
-        if not (folder / "train_summary.json").exists():
+    for run in pipe.runs.babilong.values():
+        if not run.finished:
             continue
-        m = load_run(folder)["metrics"]
-        tags = {"run": run.name, "method": run.method, "alpha": run.alpha,
-                "loss": loss_label(run.alpha), "seed": run.seed, "multiple": None}
+        m, spec = run.metrics(), run.spec
+        tags = {"run": run.name, "method": spec.method, "alpha": spec.alpha,
+                "loss": loss_label(spec.alpha), "seed": spec.seed, "multiple": None}
         for row in m["accuracy"]:
             acc.append({**tags, **row, "multiple": row["length"] // m["l_train"]})
         for row in m["depth"]:
@@ -241,15 +232,11 @@ def collect_babilong(pipe: PipelineConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _collect_babilong_evaluate(pipe: PipelineConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from lsa.runs import load_run, run_dir
-
-    bl: BabilongConfig = pipe.settings["babilong"]  # type: ignore[assignment]
     acc, depth, seen = [], [], {}
-    for run in pipe.babilong_eval_runs():
-        folder = run_dir(bl.profile, pipe.babilong_eval_run_id(run.name))
-        if not (folder / "train_summary.json").exists():
+    for run in pipe.runs.babilong_eval.values():
+        if not run.finished:
             continue
-        m = load_run(folder)["metrics"]
+        m = run.metrics()
         tags = {"run": run.name, "design": "evaluate", "finetune_run": m["finetune_run"],
                 "method": m["method"], "l_train": m["l_train"], "alpha": m["alpha"],
                 "loss": loss_label(m["alpha"]), "seed": m["seed"]}
@@ -341,7 +328,7 @@ def _tokens(n: int) -> str:
 def babilong_axes(pipe: PipelineConfig) -> dict[str, Any]:
     """How the figures show the configured design: the length column, its ticks and labels,
     the x label, and the depth figure's title."""
-    bl: BabilongConfig = pipe.settings["babilong"]  # type: ignore[assignment]
+    bl = pipe.babilong
     if bl.design == "evaluate":
         return {"x": "length", "ticks": list(bl.eval_lengths),
                 "labels": [_tokens(n) for n in bl.eval_lengths],
@@ -355,10 +342,10 @@ def babilong_axes(pipe: PipelineConfig) -> dict[str, Any]:
 
 def babilong_settings(pipe: PipelineConfig) -> str:
     """One line of what the section's runs are (the configured design's fields)."""
-    bl: BabilongConfig = pipe.settings["babilong"]  # type: ignore[assignment]
+    bl = pipe.babilong
     if bl.design == "evaluate":
         return (f"profile {pipe.profile}: evaluate design, tasks {bl.tasks}, fine-tuning runs "
-                f"{[r.name for r in pipe.babilong_eval_runs()]}, lengths {bl.eval_lengths} "
+                f"{list(pipe.runs.babilong_eval)}, lengths {bl.eval_lengths} "
                 f"tokens, {bl.depth_task} at depths {bl.eval_depths} of "
                 f"{bl.eval_depth_length} tokens, {bl.test_samples} test samples per cell, "
                 f"prompt parts {bl.prompt_parts}, {bl.eval_max_new_tokens} new tokens, "
@@ -382,23 +369,14 @@ def babilong_sources(pipe: PipelineConfig) -> dict[str, Any]:
     training samples per task of the first run; evaluate design: the bAbI source, haystack
     books, prompts file (path, sha256, parts) and greedy tokens (one value when every run
     agrees, else per run) and the fine-tuning run each evaluation read."""
-    from lsa.io import read_json
-    from lsa.runs import run_dir
-
-    bl: BabilongConfig = pipe.settings["babilong"]  # type: ignore[assignment]
-    if bl.design != "evaluate":
-        folders = [run_dir(bl.profile, pipe.babilong_run_id(r.name))
-                   for r in bl.all_runs()]
-        finished = [f for f in folders if (f / "train_summary.json").exists()]
+    if pipe.babilong.design != "evaluate":
+        finished = [r for r in pipe.runs.babilong.values() if r.finished]
         if not finished:
             return {}
-        first = read_json(finished[0] / "metrics.json")
+        first = finished[0].metrics()
         return {"babi_source": first["babi_source"], "train_samples": first["train_samples"]}
-    metrics = {}
-    for run in pipe.babilong_eval_runs():
-        folder = run_dir(bl.profile, pipe.babilong_eval_run_id(run.name))
-        if (folder / "train_summary.json").exists():
-            metrics[run.name] = read_json(folder / "metrics.json")
+    metrics = {run.name: run.metrics() for run in pipe.runs.babilong_eval.values()
+               if run.finished}
     out: dict[str, Any] = {"design": "evaluate"}
     for key in ("babi_source", "books_source", "prompts", "max_new_tokens"):
         values = {name: m.get(key) for name, m in metrics.items()}

@@ -25,14 +25,15 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from lsa import paths
-from lsa.io import device_info, package_versions, write_json
+from lsa.files import device_info, package_versions, write_json
 from lsa.misalign import ce_loss, misalignment_loss
 
 VARIANTS = ("ce_a", "ce_ab", "ce_ab+sce", "ce_a+sce")
@@ -186,7 +187,7 @@ def table(results: list[dict[str, Any]]) -> str:
     for r in results:
         ratio, t = r["ratios"], r["time_s"]
 
-        def mark(key: str) -> str:
+        def mark(key: str, ratio: dict = ratio) -> str:
             ok = "" if key not in TARGETS else (" ok" if ratio[key] <= TARGETS[key] else
                                                 f" (target {TARGETS[key]})")
             return f"{ratio[key]:.3f}{ok}"
@@ -233,7 +234,8 @@ def main(args) -> int:
         for result, peaks in zip(results, _cpu_peaks(args)):
             result["peak_bytes"] = peaks
     results = [add_ratios(r) for r in results]
-    out = Path(args.out) if args.out else paths.output_root() / "results" / "bench" / "misalign.json"
+    default = paths.output_root() / "results" / "bench" / "misalign.json"
+    out = Path(args.out) if args.out else default
     write_json(out, {"results": results, "device": device_info(), "packages": package_versions(),
                      "torch_threads": torch.get_num_threads()})
     print(table(results))

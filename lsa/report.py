@@ -139,7 +139,7 @@ def claims_table(claims: list[dict[str, Any]]):
 
 def collect_claims(metrics_files: list[Path]) -> list[dict[str, Any]]:
     """All claims stored in the given sections' metrics files, in order."""
-    from lsa.io import read_json
+    from lsa.files import read_json
 
     out: list[dict[str, Any]] = []
     for path in metrics_files:

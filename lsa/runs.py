@@ -1,433 +1,255 @@
-"""Runs as pipeline jobs: the base model, the context-extension runs and BABILong (train
-design: fine-tuning on BABILong, mini and smoke; evaluate design: a finished context-extension
-run evaluated with the benchmark's prompts, gpu-small and paper).
+"""Runs as objects: what each training or evaluation job makes, and where (no torch).
 
-A run is identified by its configuration (``lsa.config.run_id``); its folder
-``results/<profile>/runs/<run_id>/`` holds ``config.json``, ``metrics.jsonl``, ``model/``,
-``metrics.json`` (evaluations), ``run_info.json`` and, written last, ``train_summary.json``.
-A folder with ``train_summary.json`` is finished and reused; anything else is (re)started.
+A *run* is the folder one job of the pipeline fills: the profile's base model (``base``), a
+context-extension run (``finetune``), a BABILong fine-tuning run (``babilong``, train design)
+or a BABILong evaluation of a finetune run (``babilong-eval``, evaluate design). Its
+*identity* is everything that determines its numbers; its *id*, the folder's name, is its name
+and a digest of that identity, so a changed configuration is a new run and a finished one is
+reused. ``RunSet`` builds every run of one resolved configuration once
+(``PipelineConfig.runs``); the Snakefile, the command line, the notebooks, ``lsa.analysis`` and
+``lsa.pipeline`` (``python -m lsa check``) all read runs through it; the jobs that fill them
+are ``lsa.jobs``.
+
+This module owns the folder layout, ``results/<profile>/runs/<id>/``:
+
+- ``config.json``: the identity;
+- ``metrics.jsonl``: one line per optimizer step (``LOG``);
+- ``model/``, ``tokenizer/`` (base), ``checkpoint/`` while training;
+- ``metrics.json`` (evaluations) and ``run_info.json`` (provenance);
+- ``train_summary.json``, written last (``FINISHED``): a folder with it is finished and reused;
+  anything else is (re)started.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
+import functools
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from lsa import paths
-from lsa.config import FinetuneConfig, PipelineConfig, PretrainConfig, RunConfig
-from lsa.io import read_json, save_metrics, seed_everything
+from lsa.strict import ConfigError
+
+if TYPE_CHECKING:
+    from lsa.config import PipelineConfig, RunConfig
+
+RunKind = Literal["base", "finetune", "babilong", "babilong-eval"]
+KINDS: tuple[str, ...] = get_args(RunKind)
+FINISHED = "train_summary.json"  # written last: the run is finished
+LOG = "metrics.jsonl"            # one line per optimizer step
 
 
-@dataclass
-class Corpus:
-    tokenizer: Any
-    streams: dict[str, Any]   # split -> TokenStream
-    source: str
+# ---------------------------------------------------------------------------------------------
+# folders
 
 
-def book_texts(cfg: PretrainConfig, splits: tuple[str, ...] = ("train", "validation", "test")
-               ) -> tuple[dict[str, dict[str, str]], str]:
-    """``{split: {book: text}}`` of the configured book source (a hub dataset is read for the
-    asked ``splits`` only) and the source's name."""
-    from lsa.data.books import SPLIT_NAMES, load_books, load_hub_books
-
-    data = cfg.data
-    if data.books_source == "hub":
-        counts = dict(zip(SPLIT_NAMES, data.hub_books))
-        texts = load_hub_books(data.hub_dataset,
-                               {s: counts[s] if s in splits else 0 for s in SPLIT_NAMES})
-        source = f"hub:{data.hub_dataset}"
-    else:
-        texts, source = load_books(data.books_dir)
-    return {s: texts[s] for s in splits}, source
-
-
-def prepare_corpus(cfg: PretrainConfig, tokenizer=None) -> Corpus:
-    """Books -> tokenizer (trained on the training books, unless given) -> token streams."""
-    from lsa.data.tokens import TokenStream, train_tokenizer
-
-    texts, source = book_texts(cfg)
-    if tokenizer is None:
-        tokenizer = train_tokenizer([texts["train"][k] for k in sorted(texts["train"])],
-                                    cfg.data.vocab_size, paths.CACHE / "tokenizers")
-    streams = {split: TokenStream.build(tokenizer, books, paths.CACHE / "tokens", split)
-               for split, books in texts.items()}
-    return Corpus(tokenizer, streams, source)
+def runs_root(profile: str) -> Path:
+    return paths.results_dir(profile) / "runs"
 
 
 def run_dir(profile: str, run_id: str) -> Path:
-    return paths.results_dir(profile) / "runs" / run_id
+    return runs_root(profile) / run_id
 
 
 def is_finished(folder: Path) -> bool:
-    return (folder / "train_summary.json").exists()
+    return (Path(folder) / FINISHED).exists()
 
 
-def _base_model(pipe: PipelineConfig, corpus: Corpus):
-    from lsa.models import load_pretrained, scratch_llama
+def mark_finished(folder: str | Path, summary: dict[str, Any]) -> None:
+    """Mark a run finished (after its evaluation, so a half-done run is never reused); its
+    checkpoint is no longer needed."""
+    from lsa.files import write_json
 
-    cfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
-    m = cfg.model
-    if m.source == "scratch":
-        eos = corpus.tokenizer.convert_tokens_to_ids(corpus.tokenizer.eos_token)
-        return scratch_llama(len(corpus.tokenizer), m.hidden_size, m.n_layers, m.n_heads,
-                             m.intermediate_size, m.base_window, m.rope_theta, eos,
-                             m.n_kv_heads, seed=cfg.seed)
-    return load_pretrained(base_model_path(pipe), dtype=getattr(torch, m.dtype),
-                           load_in_4bit=m.load_in_4bit)[0]
+    folder = Path(folder)
+    write_json(folder / FINISHED, summary)
+    ckpt = folder / "checkpoint"
+    if ckpt.exists():
+        import shutil
 
-
-def _base_tokenizer(pipe: PipelineConfig):
-    """The tokenizer of a downloaded base model (None for scratch: trained on the books)."""
-    from transformers import AutoTokenizer
-
-    if pipe.settings["pretrain"].model.source == "scratch":  # type: ignore[attr-defined]
-        return None
-    return AutoTokenizer.from_pretrained(base_model_path(pipe))
+        shutil.rmtree(ckpt)
 
 
-def pretrain(pipe: PipelineConfig, progress: bool = True) -> Path:
-    """The base model of the profile: a scratch Llama pretrained at ``base_window`` on the
-    training books (a downloaded base model is only evaluated). Reused when finished."""
-    from lsa.evaluate.perplexity import perplexity
-    from lsa.train import Objective, finish, train
-
-    cfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
-    folder = run_dir(cfg.profile, pipe.base_run_id())
-    if is_finished(folder):
-        return folder
-    started = time.time()
-    seed_everything(cfg.seed)
-    corpus = prepare_corpus(cfg, _base_tokenizer(pipe))
-    model = _base_model(pipe, corpus)
-    folder.mkdir(parents=True, exist_ok=True)
-    corpus.tokenizer.save_pretrained(folder / "tokenizer")
-    if cfg.model.source == "scratch":
-        summary = train(model, corpus.streams["train"], folder, cfg.optim,
-                        Objective(l_train=cfg.model.base_window), cfg.seed,
-                        run_config=cfg.to_dict(), progress=progress)
-    else:  # a downloaded model is used where it lies (see base_model_path)
-        summary = {"steps": 0, "note": f"base model from source {cfg.model.source}"}
-    # both windows on the same tokens: eval_max_chunks chunks of 2 x base_window
-    ppl = perplexity(model, corpus.streams["validation"],
-                     [cfg.model.base_window, 2 * cfg.model.base_window],
-                     max_chunks=cfg.eval_max_chunks)
-    from lsa.models import count_parameters
-
-    metrics = {"run": "base", "data_source": corpus.source,
-               "parameters": count_parameters(model), "vocab_size": len(corpus.tokenizer),
-               "tokens": {k: len(v) for k, v in corpus.streams.items()},
-               "validation_perplexity": ppl, "train": summary}
-    save_metrics(folder, metrics, cfg, started=started)
-    finish(folder, summary)
-    return folder
+def read_log(folder: str | Path) -> list[dict[str, Any]]:
+    """The training log: one record per optimizer step."""
+    path = Path(folder) / LOG
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def finished_base(pipe: PipelineConfig) -> Path:
-    """The base model's run folder; an error that says what to run when it is not finished."""
-    profile = pipe.settings["pretrain"].profile  # type: ignore[attr-defined]
-    base = run_dir(profile, pipe.base_run_id())
-    if not is_finished(base):
-        raise FileNotFoundError(f"the base model {base} is not finished: run "
-                                f"`python -m lsa pretrain --profile {profile}` first")
-    return base
+def digest(obj: Any) -> str:
+    """A short stable digest of a JSON-able object (run identities)."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-def base_model_path(pipe: PipelineConfig) -> str:
-    """Where the base model's weights are: the pretraining run's ``model/`` for scratch, the
-    converted SmolLM2 cache, or the configured hub id / folder."""
-    from lsa.models import smollm2_folder
-
-    cfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
-    if cfg.model.source == "scratch":
-        return str(run_dir(cfg.profile, pipe.base_run_id()) / "model")
-    if cfg.model.source == "smollm2":
-        return str(smollm2_folder())
-    return str(cfg.model.name_or_path)
+# ---------------------------------------------------------------------------------------------
+# one run
 
 
-def load_corpus_for(base_folder: Path, cfg: PretrainConfig) -> Corpus:
-    """The corpus tokenized with the base model's own tokenizer (saved in its folder)."""
-    from transformers import AutoTokenizer
-
-    return prepare_corpus(cfg, AutoTokenizer.from_pretrained(base_folder / "tokenizer"))
+class RunIdMismatch(ConfigError):
+    """A job computed another run id than the pipeline expects."""
 
 
-def run_folder(pipe: PipelineConfig, kind: str, name: str) -> tuple[Path, RunConfig]:
-    """The folder and configuration of run ``name`` of ``kind`` (finetune or babilong)."""
-    cfg = pipe.settings[kind]
-    run = cfg.run(name)  # type: ignore[attr-defined]
-    run_id = pipe.finetune_run_id(name) if kind == "finetune" else pipe.babilong_run_id(name)
-    return run_dir(cfg.profile, run_id), run  # type: ignore[attr-defined]
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One run: its kind, name, identity (what determines its numbers), id and folder; whether
+    it is finished, and its log, metrics and summary once it is."""
+
+    kind: RunKind
+    name: str
+    profile: str
+    identity: dict[str, Any] = field(repr=False)
+    spec: RunConfig | None = None   # method, alpha, seed, ... (None: the base model)
+    needs: tuple[Run, ...] = ()     # runs whose folders it reads
+
+    @functools.cached_property
+    def id(self) -> str:
+        """The folder's name: ``base-<digest>``, ``<name>-<digest>`` or
+        ``babilong-eval_<name>-<digest>``."""
+        prefix = {"base": "base", "babilong-eval": f"babilong-eval_{self.name}"}.get(
+            self.kind, self.name)
+        return f"{prefix}-{digest(self.identity)}"
+
+    @property
+    def folder(self) -> Path:
+        return run_dir(self.profile, self.id)
+
+    @property
+    def finished(self) -> bool:
+        return is_finished(self.folder)
+
+    @property
+    def job(self) -> str:
+        """The job's name in logs and benchmarks (``logs/<profile>/<job>.log``)."""
+        return "base_model" if self.kind == "base" else f"{self.kind}_{self.name}"
+
+    @property
+    def command(self) -> list[str]:
+        """``python -m lsa`` arguments that run it (without the configuration)."""
+        return ["pretrain"] if self.kind == "base" else [self.kind, "--run", self.name]
+
+    def describe(self) -> str:
+        return "the base model" if self.kind == "base" else f"{self.kind} run {self.name}"
+
+    def summary(self) -> dict[str, Any]:
+        return _read(self.folder / FINISHED)
+
+    def metrics(self) -> dict[str, Any]:
+        return _read(self.folder / "metrics.json")
+
+    def config(self) -> dict[str, Any] | None:
+        path = self.folder / "config.json"
+        return _read(path) if path.exists() else None
+
+    def log(self) -> list[dict[str, Any]]:
+        return read_log(self.folder) if (self.folder / LOG).exists() else []
+
+    def expect(self, expected_id: str | None, source: str) -> None:
+        """Fail when the pipeline expects another folder than this run's (``--expect-id``)."""
+        if expected_id is not None and expected_id != self.id:
+            raise RunIdMismatch(
+                f"{self.describe()}: the pipeline expects run folder {expected_id}, but {source} "
+                f"gives {self.id}. The configuration this job read is not the one Snakemake "
+                "planned with (another snakemake invocation with other --config values rewrote "
+                "it, or the code that computes run identities changed since): rerun snakemake "
+                "with one configuration at a time")
 
 
-def start_run(pipe: PipelineConfig, run: RunConfig) -> tuple[Corpus, float]:
-    """Seeded start of a run from the finished base model: its corpus and the start time."""
-    base = finished_base(pipe)
-    started = time.time()
-    seed_everything(run.seed)
-    return load_corpus_for(base, pipe.settings["pretrain"]), started  # type: ignore[arg-type]
+def _read(path: Path) -> Any:
+    return json.loads(path.read_text())
 
 
-def build_for_run(pipe: PipelineConfig, run: RunConfig, l_train: int):
-    """The base model prepared for one run at window ``l_train``: the method's RoPE and
-    attention, CLEX module, LoRA adapters (NF4 base weights when configured and a GPU is
-    present), with the method settings of ``finetune``. Returns (model, spec)."""
-    from lsa.extend import head_dim_of, load_for_method, method_spec
-    from lsa.extend.clex import install_clex
-    from lsa.train import LoraSettings, apply_lora
-    from transformers import AutoConfig
-
-    pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
-    fcfg: FinetuneConfig = pipe.settings["finetune"]  # type: ignore[assignment]
-    path = base_model_path(pipe)
-    base_config = AutoConfig.from_pretrained(path)
-    theta = (base_config.rope_parameters or {}).get("rope_theta", 10000.0)
-    l0 = pcfg.model.base_window
-    spec = method_spec(run.method, l0, l_train, theta, head_dim_of(base_config),
-                       abf_theta=fcfg.abf_theta, eabf_skip_layers=fcfg.eabf_skip_layers,
-                       s2_group_ratio=fcfg.s2_group_ratio,
-                       use_4bit=fcfg.use_4bit and torch.cuda.is_available())
-    kwargs: dict[str, Any] = {"dtype": getattr(torch, pcfg.model.dtype)}
-    if spec.quantize_4bit:
-        from lsa.models import nf4_kwargs
-
-        kwargs.update(nf4_kwargs())
-    model = load_for_method(path, run.method, l0, l_train, spec=spec, **kwargs)
-    if spec.clex:
-        install_clex(model, l0, l_train, hidden=fcfg.clex_hidden,
-                     max_factor=fcfg.clex_max_factor, sampling=fcfg.clex_sampling)
-    if spec.lora:
-        model = apply_lora(model, LoraSettings(r=fcfg.lora_r, alpha=fcfg.lora_alpha,
-                                               dropout=fcfg.lora_dropout),
-                           quantized=spec.quantize_4bit,
-                           gradient_checkpointing=fcfg.optim.gradient_checkpointing)
-    return model, spec
+# ---------------------------------------------------------------------------------------------
+# identities: what determines each kind of run's numbers (the digest's input, config.json)
 
 
-def finetune(pipe: PipelineConfig, name: str, progress: bool = True) -> Path:
-    """One context-extension run of ``finetune.runs``: base model + method at its ``l_train``,
-    trained with CE + alpha * SCE, then perplexity at every evaluation length and the
-    misalignment metric on the test books (``misalignment``: the paper's, both contexts at least
-    l_train / 2 tokens; ``misalignment_all``: every overlap position; one forward pass per
-    sample for both). Reused when finished."""
-    from dataclasses import replace
-
-    from lsa.evaluate.perplexity import perplexity
-    from lsa.misalign import misalignment_metrics
-    from lsa.models import count_parameters
-    from lsa.train import Objective, finish, train
-
-    pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
-    fcfg: FinetuneConfig = pipe.settings["finetune"]  # type: ignore[assignment]
-    folder, run = run_folder(pipe, "finetune", name)
-    if is_finished(folder):
-        return folder
-    corpus, started = start_run(pipe, run)
-    l_train = fcfg.l_train_of(run)
-    model, spec = build_for_run(pipe, run, l_train)
-    objective = Objective(l_train=l_train, alpha=run.alpha,
-                          l_extra_setting=run.l_extra_setting, ce_on=run.ce_on,
-                          divergence=run.divergence, reduce_terms=fcfg.reduce_terms,
-                          detach=fcfg.detach, positions=fcfg.positions,
-                          chunk_size=fcfg.chunk_size)
-    optim = replace(fcfg.optim, lr=run.lr or (fcfg.lora_lr if spec.lora else fcfg.optim.lr),
-                    steps=run.steps or fcfg.optim.steps)
-    config = pipe.finetune_run_config(name)
-    summary = train(model, corpus.streams["train"], folder, optim, objective, run.seed,
-                    run_config=config, progress=progress)
-    test = corpus.streams["test"]
-    ppl = perplexity(model, test, fcfg.eval_lengths(run), max_chunks=fcfg.eval_max_chunks)
-    metric = misalignment_metrics(model, test, l_train, fcfg.metric_samples,
-                                  positions=("paper", "all"), seed=run.seed)
-    metrics = {"run": name, "method": run.method, "alpha": run.alpha, "seed": run.seed,
-               "l_train": l_train, "base_window": pcfg.model.base_window,
-               "lr": optim.lr, "steps": optim.steps,
-               "trainable_parameters": count_parameters(model, trainable_only=True),
-               "data_source": corpus.source, "perplexity": ppl,
-               **{key: {"mean": res.mean, "stderr": res.stderr, "n": res.n, "positions": pos}
-                  for key, pos, res in (("misalignment", "paper", metric["paper"]),
-                                        ("misalignment_all", "all", metric["all"]))},
-               "train": summary}
-    save_metrics(folder, metrics, config, started=started)
-    finish(folder, summary)
-    return folder
+def base_identity(pipe: PipelineConfig) -> dict[str, Any]:
+    return pipe.pretrain.to_dict()
 
 
-def load_run(folder: Path) -> dict[str, Any]:
-    """A finished run's metrics, config and training log."""
-    from lsa.train import read_log
-
-    return {"metrics": read_json(folder / "metrics.json"),
-            "config": read_json(folder / "config.json") if (folder / "config.json").exists()
-            else None, "log": read_log(folder) if (folder / "metrics.jsonl").exists() else []}
+def finetune_identity(pipe: PipelineConfig, base: Run, spec: RunConfig) -> dict[str, Any]:
+    """The base model, every finetune setting but the list of explicit runs, and the run."""
+    shared = {k: v for k, v in pipe.finetune.to_dict().items() if k != "runs"}
+    return {"base": base.id, **shared, "run": spec.to_dict()}
 
 
-def babilong_run(pipe: PipelineConfig, name: str, progress: bool = True) -> Path:
-    """One BABILong run: the base model extended by the configured method to ``l_train``,
-    fine-tuned on BABILong samples built from the training books (CE of window B + the answers'
-    CE, + alpha * SCE), then accuracy by task x length and the depth grid, on samples built from
-    the test books. Reused when finished."""
-    from lsa.config import BabilongConfig
-    from lsa.data.babi import load_babi
-    from lsa.data.babilong import BabilongStream, split_sentences
-    from lsa.data.books import load_books
-    from lsa.evaluate.babilong import evaluate_grid
-    from lsa.train import Objective, finish, train
-
-    pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
-    bcfg: BabilongConfig = pipe.settings["babilong"]  # type: ignore[assignment]
-    folder, run = run_folder(pipe, "babilong", name)
-    if is_finished(folder):
-        return folder
-    corpus, started = start_run(pipe, run)
-    texts, _ = load_books(pcfg.data.books_dir)
-    train_hay = [s for book in texts["train"].values() for s in split_sentences(book)]
-    test_hay = [s for book in texts["test"].values() for s in split_sentences(book)]
-    def short(samples):  # the stories the configuration keeps
-        return [s for s in samples if bcfg.max_facts is None or len(s.facts) <= bcfg.max_facts]
-
-    train_samples, sources = [], {}
-    for task in bcfg.tasks:
-        samples, sources[task] = load_babi(task, "train", None, seed=run.seed)
-        train_samples.extend(short(samples)[:bcfg.train_samples])
-    stream = BabilongStream(train_samples, train_hay, corpus.streams["train"], corpus.tokenizer,
-                            l_train=bcfg.l_train).keep_fitting(int(0.8 * bcfg.l_train))
-    model, _ = build_for_run(pipe, run, bcfg.l_train)
-    objective = Objective(l_train=bcfg.l_train, alpha=run.alpha, ce_on="b",
-                          answer_weight=bcfg.answer_weight)
-    config = pipe.babilong_run_config(name)
-    summary = train(model, stream, folder, bcfg.optim, objective, run.seed,
-                    run_config=config, progress=progress)
-    test = {task: short(load_babi(task, "test", None, seed=1000 + run.seed)[0])
-            for task in bcfg.tasks}
-    lengths = [m * bcfg.l_train for m in bcfg.eval_multiples]
-    rows = evaluate_grid(model, corpus.tokenizer, test, test_hay, lengths, bcfg.test_samples,
-                         seed=run.seed, max_new_tokens=bcfg.max_new_tokens, scorer=bcfg.scorer,
-                         batch_size=bcfg.eval_batch_size)
-    depth_rows = evaluate_grid(model, corpus.tokenizer, {bcfg.depth_task: test[bcfg.depth_task]},
-                               test_hay, [bcfg.depth_multiple * bcfg.l_train],
-                               bcfg.test_samples, seed=run.seed, depths=list(bcfg.depths),
-                               max_new_tokens=bcfg.max_new_tokens, scorer=bcfg.scorer,
-                               batch_size=bcfg.eval_batch_size)
-    trained_on = {t: sum(s.task == t for s in stream.samples) for t in bcfg.tasks}
-    metrics = {"run": name, "method": run.method, "alpha": run.alpha, "seed": run.seed,
-               "l_train": bcfg.l_train, "babi_source": sources, "train_samples": trained_on,
-               "scorer": bcfg.scorer,
-               "accuracy": rows, "depth": depth_rows, "train": summary}
-    save_metrics(folder, metrics, config, started=started)
-    finish(folder, summary)
-    return folder
+def babilong_identity(pipe: PipelineConfig, base: Run, spec: RunConfig) -> dict[str, Any]:
+    """The base model, the BABILong settings but the grid's alphas and seeds, and the run."""
+    shared = {k: v for k, v in pipe.babilong.to_dict().items() if k not in ("alphas", "seeds")}
+    return {"base": base.id, **shared, "run": spec.to_dict()}
 
 
-def load_finetuned(pipe: PipelineConfig, name: str):
-    """A finished fine-tuning run's model, rebuilt as it was trained (the method's RoPE and
-    attention, CLEX module, LoRA adapters: ``build_for_run``) with the weights its ``model/``
-    holds, in eval mode on the GPU when there is one; and the base model's tokenizer.
-    Returns (model, tokenizer, run)."""
-    from safetensors.torch import load_file
-    from transformers import AutoTokenizer
-
-    folder, run = run_folder(pipe, "finetune", name)
-    if not is_finished(folder):
-        raise FileNotFoundError(f"the fine-tuning run {folder} is not finished: run "
-                                f"`python -m lsa finetune --run {name} --profile {pipe.profile}` "
-                                "first")
-    fcfg: FinetuneConfig = pipe.settings["finetune"]  # type: ignore[assignment]
-    model, spec = build_for_run(pipe, run, fcfg.l_train_of(run))
-    files = sorted((folder / "model").glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"{folder / 'model'} holds no .safetensors weights")
-    if spec.lora:  # peft saved the adapters (and any modules_to_save) only
-        from peft import set_peft_model_state_dict
-
-        lora_missing: set[str] | None = None
-        for file in files:
-            result = set_peft_model_state_dict(model, load_file(file))
-            if result.unexpected_keys:
-                raise ValueError(f"{file}: weights the rebuilt model lacks: "
-                                 f"{result.unexpected_keys[:5]}")
-            missing_here = {k for k in result.missing_keys if "lora_" in k}
-            lora_missing = missing_here if lora_missing is None else lora_missing & missing_here
-        if lora_missing:
-            raise ValueError(f"{folder / 'model'} lacks LoRA weights: {sorted(lora_missing)[:5]}")
-    else:
-        expected = set(model.state_dict())
-        loaded: set[str] = set()
-        for file in files:  # shard by shard: one shard in memory at a time
-            shard = load_file(file)
-            unexpected = sorted(set(shard) - expected)
-            if unexpected:
-                raise ValueError(f"{file}: weights the rebuilt model lacks: {unexpected[:5]}")
-            model.load_state_dict(shard, strict=False)
-            loaded.update(shard)
-        tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
-        missing = sorted(expected - loaded - tied)
-        if missing:
-            raise ValueError(f"{folder / 'model'} lacks weights of the model: {missing[:5]}")
-    if torch.cuda.is_available() and not spec.quantize_4bit:  # NF4 weights are placed on load
-        model = model.to("cuda")
-    model.eval()
-    tokenizer = AutoTokenizer.from_pretrained(finished_base(pipe) / "tokenizer")
-    return model, tokenizer, run
+EVAL_KEYS = ("tasks", "test_samples", "depth_task", "prompt_parts", "eval_lengths",
+             "eval_depths", "eval_depth_length", "eval_max_new_tokens")
 
 
-def babilong_evaluate(pipe: PipelineConfig, name: str, progress: bool = True) -> Path:
-    """BABILong, evaluate design (gpu-small, paper; the paper's Sec. 5.4): the finished
-    fine-tuning run ``name`` answers BABILong samples built from the test books with the
-    benchmark's own prompts (``lsa.evaluate.babilong_prompts``), greedy decoding: accuracy by
-    task x ``eval_lengths``, and ``depth_task`` by ``eval_depths`` at ``eval_depth_length``.
-    Lengths (context + question) are measured in the evaluated model's tokens; every evaluated
-    run sees the same samples. Its folder ``babilong-eval_<name>-<digest>`` follows the run
-    layout (``train_summary.json`` last, with no training); reused when finished."""
-    from lsa.config import BabilongConfig
-    from lsa.data.babi import load_babi
-    from lsa.data.babilong import split_sentences
-    from lsa.evaluate.babilong import evaluate_grid
-    from lsa.evaluate.babilong_prompts import locate_prompts, read_prompts
-    from lsa.io import write_json
-    from lsa.train import finish
+def babilong_eval_identity(pipe: PipelineConfig, finetuned: Run) -> dict[str, Any]:
+    """The evaluated run and the test settings (the prompts file is recorded by its checksum in
+    the metrics, not here)."""
+    bl = pipe.babilong.to_dict()
+    return {"finetune": finetuned.id, "seed": pipe.seed, **{k: bl[k] for k in EVAL_KEYS}}
 
-    pcfg: PretrainConfig = pipe.settings["pretrain"]  # type: ignore[assignment]
-    bcfg: BabilongConfig = pipe.settings["babilong"]  # type: ignore[assignment]
-    folder = run_dir(bcfg.profile, pipe.babilong_eval_run_id(name))
-    if is_finished(folder):
-        return folder
-    prompts = read_prompts(locate_prompts(bcfg.prompts_file), bcfg.tasks)  # before any model
-    started = time.time()
-    seed_everything(pipe.seed)
-    model, tokenizer, run = load_finetuned(pipe, name)
-    texts, books_source = book_texts(pcfg, ("test",))
-    haystack = [s for book in texts["test"].values() for s in split_sentences(book)]
-    test, sources = {}, {}
-    for task in bcfg.tasks:
-        test[task], sources[task] = load_babi(task, "test", None, seed=1000 + pipe.seed)
 
-    def grid(task: str, lengths: list[int], depths: list[float] | None) -> list[dict]:
-        return evaluate_grid(model, tokenizer, {task: test[task]}, haystack, lengths,
-                             bcfg.test_samples, seed=pipe.seed, depths=depths,
-                             max_new_tokens=bcfg.eval_max_new_tokens,
-                             template=prompts.template_for(task, bcfg.prompt_parts),
-                             scorer=bcfg.scorer, batch_size=bcfg.eval_batch_size,
-                             progress=progress)
+# ---------------------------------------------------------------------------------------------
+# every run of a configuration
 
-    rows = [row for task in bcfg.tasks for row in grid(task, list(bcfg.eval_lengths), None)]
-    depth_rows = grid(bcfg.depth_task, [bcfg.eval_depth_length], list(bcfg.eval_depths))
-    fcfg: FinetuneConfig = pipe.settings["finetune"]  # type: ignore[assignment]
-    config = pipe.babilong_eval_run_config(name)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / "config.json", config)
-    metrics = {"run": name, "design": "evaluate", "finetune_run": pipe.finetune_run_id(name),
-               "method": run.method, "alpha": run.alpha, "seed": run.seed,
-               "l_train": fcfg.l_train_of(run), "base_window": pcfg.model.base_window,
-               "babi_source": sources, "books_source": books_source,
-               "prompts": prompts.provenance(bcfg.prompt_parts),
-               "max_new_tokens": bcfg.eval_max_new_tokens, "accuracy": rows, "depth": depth_rows}
-    save_metrics(folder, metrics, config, started=started)
-    finish(folder, {"steps": 0, "evaluated": pipe.finetune_run_id(name),
-                    "wall_time_s": round(time.time() - started, 2)})
-    return folder
+
+class RunSet:
+    """Every run of one resolved configuration, built once: ``base``, and by name
+    ``finetune``, ``babilong`` (train design) and ``babilong_eval`` (evaluate design, keyed by
+    the evaluated finetune run's name)."""
+
+    def __init__(self, pipe: PipelineConfig):
+        self.profile = pipe.profile
+        self.design = pipe.babilong.design
+        base = Run("base", "base", pipe.profile, base_identity(pipe))
+        self.base = base
+        self.finetune = {s.name: Run("finetune", s.name, pipe.profile,
+                                     finetune_identity(pipe, base, s), s, (base,))
+                         for s in pipe.finetune.run_specs()}
+        self.babilong = {s.name: Run("babilong", s.name, pipe.profile,
+                                     babilong_identity(pipe, base, s), s, (base,))
+                         for s in pipe.babilong.run_specs()}
+        evaluated = ([] if self.design != "evaluate"
+                     else pipe.babilong.finetune_runs or list(self.finetune))
+        self.babilong_eval = {}
+        for name in evaluated:
+            run = self.finetune[name]
+            self.babilong_eval[name] = Run("babilong-eval", name, pipe.profile,
+                                           babilong_eval_identity(pipe, run), run.spec, (run,))
+
+    def of_kind(self, kind: str) -> dict[str, Run]:
+        if kind not in KINDS:
+            raise ConfigError(f"run kind {kind!r}: must be one of {', '.join(KINDS)}")
+        return {"base": {"base": self.base}, "finetune": self.finetune,
+                "babilong": self.babilong, "babilong-eval": self.babilong_eval}[kind]
+
+    def get(self, kind: str, name: str = "base") -> Run:
+        """The run ``name`` of ``kind``; a ConfigError naming the known runs otherwise."""
+        if kind == "babilong-eval" and self.design != "evaluate":
+            raise ConfigError(f"babilong.design = {self.design!r}: fine-tuning runs are "
+                              "evaluated on BABILong in the evaluate design only (set design: "
+                              "evaluate)")
+        runs = self.of_kind(kind)
+        if name not in runs:
+            where = {"finetune": "finetune.runs", "babilong": "babilong",
+                     "babilong-eval": "babilong.finetune_runs"}.get(kind, kind)
+            raise ConfigError(f"{where}: no run named {name!r}; known: {', '.join(runs)}")
+        return runs[name]
+
+    def __iter__(self) -> Iterator[Run]:
+        yield self.base
+        yield from self.finetune.values()
+        yield from self.babilong.values()
+        yield from self.babilong_eval.values()
+
+    def used_by(self, kinds: list[str]) -> list[Run]:
+        """The runs a section reads (``uses_runs``): ``babilong`` means the runs of whichever
+        design is configured."""
+        out: list[Run] = []
+        for kind in kinds:
+            out += list(self.finetune.values()) if kind == "finetune" else \
+                [*self.babilong.values(), *self.babilong_eval.values()]
+        return out

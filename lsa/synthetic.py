@@ -25,7 +25,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 
-import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -182,7 +181,8 @@ class SyntheticTransformer(nn.Module):
         self.head = nn.Linear(d_model, 1)
 
     def attention_bias(self, t: int, device) -> torch.Tensor:
-        """Additive attention bias ``(1 or H, T, T)``: causal mask, plus ALiBi's distance penalty."""
+        """Additive attention bias ``(1 or H, T, T)``: causal mask, plus ALiBi's distance
+        penalty."""
         i = torch.arange(t, device=device)
         dist = (i[:, None] - i[None, :]).float()
         bias = torch.zeros(t, t, device=device).masked_fill(dist < 0, float("-inf"))

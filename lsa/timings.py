@@ -1,9 +1,9 @@
 """Where a profile's time went: the pipeline's own measurements, summarised.
 
 Every Snakemake rule writes a benchmark file (``logs/<profile>/benchmarks/<job>.tsv``: wall
-seconds ``s``, ``cpu_time``, ``max_rss`` in MB, ...); every run folder records its training wall
-time (``train_summary.json``) and its whole job's (``run_info.json``), so a run's evaluation time
-is the difference. ``make reproduce`` records the end-to-end wall time in
+seconds ``s``, ``cpu_time``, ``max_rss`` in MB, ...); every run folder (``lsa.runs``) records
+its training wall time (``train_summary.json``) and its whole job's (``run_info.json``), so a
+run's evaluation time is the difference. ``make reproduce`` records the end-to-end wall time in
 ``logs/<profile>/reproduce.json``. Nothing here is estimated: a job that did not run in the last
 pipeline invocation keeps the benchmark file of the run that made it.
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lsa import paths
+from lsa.runs import FINISHED, runs_root
 
 #: job-name prefixes -> kind, first match wins
 KINDS = (("base_model", "base model"), ("finetune_", "fine-tuning run"),
@@ -65,7 +66,7 @@ def _number(value: Any) -> float | None:
 def run_split(folder: Path) -> dict[str, float] | None:
     """Training and evaluation seconds of one finished run folder (None if not finished)."""
     try:
-        train = json.loads((folder / "train_summary.json").read_text())
+        train = json.loads((folder / FINISHED).read_text())
         info = json.loads((folder / "run_info.json").read_text())
     except (OSError, ValueError):
         return None
@@ -79,10 +80,10 @@ def run_split(folder: Path) -> dict[str, float] | None:
 def breakdown(profile: str) -> list[dict[str, Any]]:
     """Per kind of job: count, summed and mean wall seconds, and for training runs the part
     spent training vs evaluating (from the run folders)."""
-    runs_root = paths.results_dir(profile) / "runs"
+    root = runs_root(profile)
     splits = {}
-    if runs_root.exists():
-        for folder in runs_root.iterdir():
+    if root.exists():
+        for folder in root.iterdir():
             split = run_split(folder)
             if split:
                 splits[folder.name] = split
@@ -136,7 +137,7 @@ def record_reproduce(profile: str, started: float, cores: str) -> Path | None:
     import datetime as _dt
     import time
 
-    from lsa import io
+    from lsa import files
 
     bench = logs_dir(profile) / "benchmarks"
     ran = [p for p in bench.glob("*.tsv") if p.stat().st_mtime >= started] if bench.exists() \
@@ -144,8 +145,8 @@ def record_reproduce(profile: str, started: float, cores: str) -> Path | None:
     if not ran:
         return None
     now = time.time()
-    return io.write_json(reproduce_file(profile), {
+    return files.write_json(reproduce_file(profile), {
         "profile": profile, "wall_s": round(now - started, 1), "cores": cores,
-        "jobs_run": len(ran), "git_commit": io.git_commit(),
+        "jobs_run": len(ran), "git_commit": files.git_commit(),
         "finished_utc": _dt.datetime.fromtimestamp(now, _dt.timezone.utc).isoformat(
             timespec="seconds")})

@@ -12,9 +12,10 @@ without GPUs ``--multi_gpu --num_processes N`` starts N gloo processes, ``--cpu`
 mixed precision is fp32 master weights under torch autocast (see ``train``); LoRA/QLoRA from
 peft; NF4 from bitsandbytes (see ``lsa.models``).
 
-A run folder holds ``config.json``, ``metrics.jsonl`` (one line per optimizer step; ``lr`` is
-the learning rate that step applied),
-``checkpoint/`` (when ``save_every`` > 0), ``model/`` and, written last, ``train_summary.json``.
+It writes into a run folder (layout and "finished" marker: ``lsa.runs``) ``config.json``,
+``metrics.jsonl`` (one line per optimizer step; ``lr`` is the learning rate that step applied),
+``checkpoint/`` (when ``save_every`` > 0) and ``model/``; the job marks the run finished after
+its evaluation (``lsa.runs.mark_finished``).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ import torch
 from tqdm.auto import tqdm
 
 from lsa.config import OptimConfig
-from lsa.io import atomic_write_text, write_json
+from lsa.files import atomic_write_text, write_json
 from lsa.misalign import ce_loss, misalignment_loss, sample_l_extra
+from lsa.runs import FINISHED, LOG
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -197,7 +199,7 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     from accelerate import Accelerator, DistributedDataParallelKwargs
 
     out_dir = Path(out_dir)
-    summary_file = out_dir / "train_summary.json"
+    summary_file = out_dir / FINISHED
     if summary_file.exists():
         raise FileExistsError(f"{out_dir} holds a finished run; load it instead of retraining")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -225,7 +227,7 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     if (ckpt / "step.json").exists():
         acc.load_state(str(ckpt))
         start = json.loads((ckpt / "step.json").read_text())["step"]
-    log_path = out_dir / "metrics.jsonl"
+    log_path = out_dir / LOG
     if acc.is_main_process:
         truncate_log(log_path, start)
     acc.wait_for_everyone()
@@ -290,19 +292,3 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
         model.save_pretrained(out_dir / "model")
     acc.wait_for_everyone()
     return summary
-
-
-def finish(out_dir: str | Path, summary: dict[str, Any]) -> None:
-    """Mark a run finished (written after evaluation, so a half-done run is never reused)."""
-    out_dir = Path(out_dir)
-    write_json(out_dir / "train_summary.json", summary)
-    ckpt = out_dir / "checkpoint"
-    if ckpt.exists():
-        import shutil
-
-        shutil.rmtree(ckpt)
-
-
-def read_log(out_dir: str | Path) -> list[dict[str, Any]]:
-    path = Path(out_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -16,4 +16,4 @@ print("transformers", transformers.__version__, "peft", peft.__version__, "accel
 if torch.cuda.is_available():
     print(torch.cuda.get_device_name(0), "bf16", torch.cuda.is_bf16_supported())
 PY
-timeout 420 python -m lsa.gpu_check --out "$out" "$@" 2>&1 | tee "$out/gpu_check.log"
+timeout 420 python scripts/gpu_check.py --out "$out" "$@" 2>&1 | tee "$out/gpu_check.log"

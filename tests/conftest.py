@@ -24,6 +24,16 @@ def tool(name: str) -> str:
 
 
 def run(cmd, **kw):
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **kw.pop("env", {})}
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           **kw.pop("env", {})}
     return subprocess.run(cmd, cwd=kw.pop("cwd", ROOT), env=env, capture_output=True, text=True,
                           **kw)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tmp_path_factory):
+    """A small byte-level BPE tokenizer (lsa.data.tokens)."""
+    from lsa.data.tokens import train_tokenizer
+
+    text = ["the cat sat on the mat. " * 50, "a dog ran in the park! " * 50]
+    return train_tokenizer(text, 300, tmp_path_factory.mktemp("tok"))

@@ -144,17 +144,18 @@ def test_a_file_of_another_shape_is_refused(tmp_path):
 @pytest.mark.parametrize("profile", PROFILES)
 def test_designs_per_profile(profile):
     pipe = load_config(profile=profile)
-    bl = pipe.settings["babilong"]
+    bl = pipe.babilong
     if profile in ("smoke", "mini"):
-        assert bl.design == "train" and bl.all_runs() and pipe.babilong_eval_runs() == []
+        assert bl.design == "train" and pipe.runs.babilong and not pipe.runs.babilong_eval
         with pytest.raises(ConfigError, match="design"):
-            pipe.babilong_eval_run("pi_a0_s0")
+            pipe.runs.get("babilong-eval", "pi_a0_s0")
     else:  # the paper's experiment: CE and CE + SCE fine-tuning runs, no BABILong training
-        assert bl.design == "evaluate" and bl.all_runs() == []
-        runs = pipe.babilong_eval_runs()
-        assert {r.alpha for r in runs} == {0.0, 0.1}
-        assert {r.name for r in runs} <= {r.name for r in pipe.settings["finetune"].all_runs()}
-        ids = {pipe.babilong_eval_run_id(r.name) for r in runs}
+        assert bl.design == "evaluate" and not pipe.runs.babilong
+        runs = list(pipe.runs.babilong_eval.values())
+        assert {r.spec.alpha for r in runs} == {0.0, 0.1}
+        assert {r.name for r in runs} <= set(pipe.runs.finetune)
+        assert all(r.needs == (pipe.runs.finetune[r.name],) for r in runs)
+        ids = {r.id for r in runs}
         assert len(ids) == len(runs) and all(i.startswith("babilong-eval_") for i in ids)
     if profile == "paper":  # Tables 6-7: 4K/8K/16K; QA1 at depths 0-75 % of 16K
         assert bl.eval_lengths == [4096, 8192, 16384] and bl.eval_depth_length == 16384
@@ -186,17 +187,20 @@ def test_invalid_evaluate_settings_fail_clearly(babilong, words):
 
 
 def test_evaluate_design_identity_follows_its_settings():
+    def eval_id(pipe, name):
+        return pipe.runs.get("babilong-eval", name).id
+
     pipe = from_mapping(mapping())
-    assert [r.name for r in pipe.babilong_eval_runs()] == ["pi_a0_s0", "pi_a0.1_s0"]
+    assert list(pipe.runs.babilong_eval) == ["pi_a0_s0", "pi_a0.1_s0"]
     one = from_mapping(mapping({"finetune_runs": ["pi_a0.1_s0"]}))
-    assert [r.name for r in one.babilong_eval_runs()] == ["pi_a0.1_s0"]
-    assert one.babilong_eval_run_id("pi_a0.1_s0") == pipe.babilong_eval_run_id("pi_a0.1_s0")
+    assert list(one.runs.babilong_eval) == ["pi_a0.1_s0"]
+    assert eval_id(one, "pi_a0.1_s0") == eval_id(pipe, "pi_a0.1_s0")
     other = from_mapping(mapping({"eval_lengths": [128]}))
-    assert other.babilong_eval_run_id("pi_a0_s0") != pipe.babilong_eval_run_id("pi_a0_s0")
+    assert eval_id(other, "pi_a0_s0") != eval_id(pipe, "pi_a0_s0")
     retrained = from_mapping(mapping(finetune={"l_train": 256}))
-    assert retrained.babilong_eval_run_id("pi_a0_s0") != pipe.babilong_eval_run_id("pi_a0_s0")
+    assert eval_id(retrained, "pi_a0_s0") != eval_id(pipe, "pi_a0_s0")
     with pytest.raises(ConfigError, match="no run named 'yarn_a0_s0'"):
-        pipe.babilong_eval_run("yarn_a0_s0")
+        pipe.runs.get("babilong-eval", "yarn_a0_s0")
 
 
 def test_cli_refuses_evaluation_in_the_train_design(capsys):
@@ -215,9 +219,8 @@ def test_dry_run_lists_the_jobs_of_the_profile_design(profile, out_root):
     out = run([tool("snakemake"), "-n", "--forceall", "--config", f"profile={profile}"])
     assert out.returncode == 0, out.stderr + out.stdout
     pipe = load_config(profile=profile)
-    evals = {f"babilong_eval_{r.name.replace('.', '_')}" for r in pipe.babilong_eval_runs()}
-    trains = {f"babilong_{r.name.replace('.', '_')}"
-              for r in pipe.settings["babilong"].all_runs()}
+    evals = {f"babilong_eval_{name.replace('.', '_')}" for name in pipe.runs.babilong_eval}
+    trains = {f"babilong_{name.replace('.', '_')}" for name in pipe.runs.babilong}
     jobs = {line[len("rule "):].rstrip(":") for line in out.stdout.splitlines()
             if line.startswith("rule ")}
     listed = {j for j in jobs if j.startswith("babilong")}
@@ -225,9 +228,9 @@ def test_dry_run_lists_the_jobs_of_the_profile_design(profile, out_root):
         assert trains and listed == trains
     else:
         assert evals and listed == evals  # and no BABILong training job
-        for r in pipe.babilong_eval_runs():  # each evaluation waits for its fine-tuning run
-            assert f"runs/{pipe.finetune_run_id(r.name)}/train_summary.json" in out.stdout
-            assert f"runs/{pipe.babilong_eval_run_id(r.name)}/train_summary.json" in out.stdout
+        for r in pipe.runs.babilong_eval.values():  # each waits for its fine-tuning run
+            assert f"runs/{r.needs[0].id}/train_summary.json" in out.stdout
+            assert f"runs/{r.id}/train_summary.json" in out.stdout
     assert str(out_root) in out.stdout  # outputs went to the temporary root
 
 
@@ -251,9 +254,8 @@ def write_books(folder, n=3):
 def tiny_pipe(tmp_path, out_root, prompts_file, monkeypatch):
     """A configuration of tiny models and a finished base run folder (scratch Llama)."""
     from lsa.data.tokens import train_tokenizer
-    from lsa.io import write_json
+    from lsa.files import write_json
     from lsa.models import scratch_llama
-    from lsa.runs import run_dir
 
     write_books(tmp_path / "books")
     pipe = from_mapping({"profile": "smoke", "defaults": {
@@ -266,7 +268,7 @@ def tiny_pipe(tmp_path, out_root, prompts_file, monkeypatch):
                      "eval_lengths": [160, 256], "eval_depths": [0.0, 1.0],
                      "eval_depth_length": 192, "eval_max_new_tokens": 3,
                      "prompts_file": str(prompts_file)}}})
-    base = run_dir("smoke", pipe.base_run_id())
+    base = pipe.runs.base.folder
     tok = train_tokenizer([(tmp_path / "books" / "book1.txt").read_text(),
                            "Mary John Sandra Daniel bathroom hallway garden office kitchen"],
                           400, tmp_path / "tok")
@@ -280,11 +282,12 @@ def tiny_pipe(tmp_path, out_root, prompts_file, monkeypatch):
 def fake_finetune(pipe, name):
     """A finished fine-tuning run folder: the rebuilt model with changed trainable weights,
     saved as the trainer saves it; returns its logits on a fixed input."""
-    from lsa.io import write_json
-    from lsa.runs import build_for_run, run_folder
+    from lsa.files import write_json
+    from lsa.models import build_for_run
 
-    folder, run = run_folder(pipe, "finetune", name)
-    model, _ = build_for_run(pipe, run, 128)
+    run = pipe.runs.finetune[name]
+    folder = run.folder
+    model, _ = build_for_run(pipe, run.spec, 128)
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for p in model.parameters():
@@ -300,11 +303,11 @@ def fake_finetune(pipe, name):
 
 @pytest.mark.parametrize("name", ["pi_a0_s0", "longqlora_a0_s0", "clex_a0_s0"])
 def test_a_finished_run_is_loaded_with_its_trained_weights(tiny_pipe, name):
-    from lsa.runs import load_finetuned
+    from lsa.jobs import load_finetuned
 
     want = fake_finetune(tiny_pipe, name)
-    model, tokenizer, run = load_finetuned(tiny_pipe, name)
-    assert run.name == name and not model.training
+    model, tokenizer = load_finetuned(tiny_pipe, tiny_pipe.runs.finetune[name])
+    assert not model.training
     ids = torch.arange(100).remainder(model.config.vocab_size)[None]
     with torch.no_grad():
         got = model(input_ids=ids).logits
@@ -314,10 +317,11 @@ def test_a_finished_run_is_loaded_with_its_trained_weights(tiny_pipe, name):
 
 def test_evaluation_job_end_to_end(tiny_pipe, monkeypatch):
     import lsa.evaluate.babilong as ev
-    from lsa.runs import babilong_evaluate
+    from lsa.jobs import babilong_evaluate
 
+    evaluation = tiny_pipe.runs.babilong_eval["pi_a0_s0"]
     with pytest.raises(FileNotFoundError, match="python -m lsa finetune --run pi_a0_s0"):
-        babilong_evaluate(tiny_pipe, "pi_a0_s0")
+        babilong_evaluate(tiny_pipe, evaluation)
     fake_finetune(tiny_pipe, "pi_a0_s0")
     seen = []
     real = ev.generate_answers
@@ -328,14 +332,13 @@ def test_evaluation_job_end_to_end(tiny_pipe, monkeypatch):
         return real(model, tokenizer, prompts, max_new_tokens, batch_size)
 
     monkeypatch.setattr(ev, "generate_answers", spy)
-    folder = babilong_evaluate(tiny_pipe, "pi_a0_s0", progress=False)
-    assert folder.name == tiny_pipe.babilong_eval_run_id("pi_a0_s0")
+    folder = babilong_evaluate(tiny_pipe, evaluation, progress=False)
+    assert folder.name == evaluation.id and evaluation.finished
     m = json.loads((folder / "metrics.json").read_text())
     assert (folder / "train_summary.json").exists() and (folder / "run_info.json").exists()
     assert m["design"] == "evaluate" and m["alpha"] == 0.0 and m["l_train"] == 128
-    assert m["finetune_run"] == tiny_pipe.finetune_run_id("pi_a0_s0")
-    assert m["prompts"]["sha256"] == bp.read_prompts(tiny_pipe.settings["babilong"]
-                                                     .prompts_file).sha256
+    assert m["finetune_run"] == tiny_pipe.runs.finetune["pi_a0_s0"].id
+    assert m["prompts"]["sha256"] == bp.read_prompts(tiny_pipe.babilong.prompts_file).sha256
     acc, depth = m["accuracy"], m["depth"]
     assert sorted((r["task"], r["length"]) for r in acc) == [("qa1", 160)] * 2 + [("qa1", 256)] * 2
     assert sorted(r["depth"] for r in depth) == [0.0, 0.0, 1.0, 1.0]
@@ -352,9 +355,10 @@ def test_evaluation_job_end_to_end(tiny_pipe, monkeypatch):
         assert prompt.endswith("?")
     # the same samples for every evaluated run: the answers asked do not depend on the run
     fake_finetune(tiny_pipe, "clex_a0_s0")
-    other = json.loads((babilong_evaluate(tiny_pipe, "clex_a0_s0", progress=False)
-                        / "metrics.json").read_text())
+    other = babilong_evaluate(tiny_pipe, tiny_pipe.runs.babilong_eval["clex_a0_s0"],
+                              progress=False)
+    other = json.loads((other / "metrics.json").read_text())
     assert [r["answer"] for r in other["accuracy"]] == [r["answer"] for r in acc]
     # a finished evaluation is reused, not redone
     seen.clear()
-    assert babilong_evaluate(tiny_pipe, "pi_a0_s0") == folder and not seen
+    assert babilong_evaluate(tiny_pipe, evaluation) == folder and not seen

@@ -5,17 +5,25 @@ import pytest
 import yaml
 
 from lsa import paths
-from lsa.config import (PROFILES, ConfigError, ReportConfig, SyntheticConfig, from_mapping,
-                        load_config)
+from lsa.config import (
+    PROFILES,
+    ConfigError,
+    ReportConfig,
+    SyntheticConfig,
+    from_mapping,
+    load_config,
+)
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_validates(profile):
+    from lsa.pipeline import notebook_parameters
+
     pipe = load_config(profile=profile)
     assert pipe.profile == profile
     for key in pipe.sections:
-        params = pipe.notebook_parameters(key)
-        assert params["profile"] == profile
+        params = notebook_parameters(pipe, key)
+        assert params["profile"] == profile and params["config_file"]
         # what papermill receives is accepted by the notebook's strict config
         cls = type(pipe.section_config(key))
         assert cls.from_dict(params).to_dict() == params
@@ -67,9 +75,13 @@ def test_unknown_profile_and_section_keys_fail():
     with pytest.raises(ConfigError, match="profiles.mini.synthetic.*stepz"):
         from_mapping(raw, profile="mini")
     raw = raw_config()
-    raw["sections"]["01_synthetic_study"]["threads"] = 0
-    with pytest.raises(ConfigError, match="sections.01_synthetic_study: threads = 0"):
+    raw["sections"]["01_synthetic_study"]["threads"] = 2  # Snakemake's: workflow/settings.yaml
+    with pytest.raises(ConfigError, match="unknown key sections.01_synthetic_study.threads"):
         from_mapping(raw)
+    raw = raw_config()
+    raw["profiles"]["gpu-small"]["finetune"]["gpu"] = True
+    with pytest.raises(ConfigError, match="unknown key profiles.gpu-small.finetune.gpu"):
+        from_mapping(raw, profile="gpu-small")
     raw = raw_config()
     raw["sections"]["06_replication_report"]["needs"] = ["99_nothing"]
     with pytest.raises(ConfigError, match="99_nothing"):
@@ -81,10 +93,17 @@ def test_unknown_profile_and_section_keys_fail():
 
 
 def test_report_receives_the_sections_it_needs():
+    from lsa.pipeline import notebook_parameters
+
     pipe = load_config(profile="smoke")
-    params = pipe.notebook_parameters("06_replication_report")
-    assert params["sections"] == pipe.sections["06_replication_report"].needs
+    params = notebook_parameters(pipe, "06_replication_report")
+    needs = pipe.sections["06_replication_report"].needs
+    assert params["sections"] == pipe.report.sections == needs
     assert set(params["sections"]) == set(pipe.sections) - {"06_replication_report"}
+    raw = raw_config()
+    raw["defaults"]["report"] = {"sections": ["01_synthetic_study"]}
+    with pytest.raises(ConfigError, match="report.sections .*report section's needs"):
+        from_mapping(raw)
 
 
 def notebook_defaults(name: str) -> dict:
@@ -138,3 +157,76 @@ def test_run_divergence_includes_the_entropy_term():
     assert RunConfig.from_dict({"name": "x", "divergence": "entropy"}).divergence == "entropy"
     with pytest.raises(ConfigError, match="run.divergence = 'kl'"):
         RunConfig.from_dict({"name": "x", "divergence": "kl"})
+
+
+def test_every_setting_is_documented_with_its_bounds():
+    from lsa.config import PipelineConfig
+
+    def walk(cls):
+        import dataclasses
+        import typing
+
+        hints = typing.get_type_hints(cls)
+        for row in cls.describe():
+            assert row["help"], f"{cls.__name__}.{row['name']} has no help text"
+            if dataclasses.is_dataclass(hints[row["name"]]):
+                yield from walk(hints[row["name"]])
+            yield cls.__name__, row
+
+    rows = {(cls, row["name"]): row for cls, row in walk(PipelineConfig)}
+    assert rows[("SyntheticConfig", "steps")]["bounds"] == "must be >= 1"
+    assert rows[("FinetuneConfig", "s2_group_ratio")]["bounds"] == "must be in (0, 1]"
+    assert rows[("BabilongConfig", "eval_depths")]["bounds"] == (
+        "non-empty, no repeats; every entry must be in [0, 1]")
+    assert rows[("SyntheticConfig", "profile")]["type"].startswith("one of 'smoke'")
+
+
+def test_bounds_declared_next_to_the_fields_are_checked():
+    from lsa.config import BabilongConfig, FinetuneConfig
+
+    with pytest.raises(ConfigError, match=r"finetune.lora_dropout = 0.95: must be in \[0, 0.9\]"):
+        FinetuneConfig.from_dict({"lora_dropout": 0.95})
+    with pytest.raises(ConfigError, match="finetune.alphas = .*every entry must be >= 0"):
+        FinetuneConfig.from_dict({"alphas": [0.0, -0.1]})
+    with pytest.raises(ConfigError, match="babilong.max_facts = 0: must be >= 1"):
+        BabilongConfig.from_dict({"max_facts": 0})
+    assert BabilongConfig.from_dict({"max_facts": None}).max_facts is None
+
+
+def test_typed_parts_replace_the_dict_of_sections():
+    from lsa.config import FinetuneConfig, PipelineConfig, PretrainConfig
+
+    pipe = load_config(profile="mini")
+    assert isinstance(pipe, PipelineConfig) and not hasattr(pipe, "settings")
+    assert isinstance(pipe.pretrain, PretrainConfig) and isinstance(pipe.finetune, FinetuneConfig)
+    assert pipe.section_config("03_regularized_finetuning") is pipe.view
+    with pytest.raises(ConfigError, match="missing key pretrain"):
+        PipelineConfig.from_dict({k: v for k, v in pipe.to_dict().items() if k != "pretrain"},
+                                 prefix="")
+
+
+def test_cli_prints_the_documented_fields_and_the_resolved_configuration(capsys):
+    from lsa.__main__ import main
+
+    assert main(["config", "--fields"]) == 0
+    out = capsys.readouterr().out
+    assert "## finetune: Context-extension" in out and "- lora_dropout (float; default 0.05)" in out
+    assert main(["config", "--profile", "smoke", "--resolved"]) == 0
+    resolved = yaml.safe_load(capsys.readouterr().out)
+    assert resolved["resolved"] is True and resolved["profile"] == "smoke"
+
+
+NO_STRING_LOOKUPS = ("settings[", "type: ignore[attr-defined]", "type: ignore[assignment]",
+                     "type: ignore[arg-type]  # unknown")
+
+
+def test_no_string_lookup_of_config_sections_remains():
+    """Typed fields (pipe.finetune, ...) replaced ``pipe.settings["finetune"]`` and the
+    ``# type: ignore`` comments that came with it."""
+    sources = [*paths.ROOT.glob("lsa/**/*.py"), *paths.ROOT.glob("notebooks/*.ipynb"),
+               *paths.ROOT.glob("workflow/rules/*.smk"), paths.ROOT / "Snakefile",
+               *paths.ROOT.glob("scripts/*.py"), *paths.ROOT.glob("tests/*.py")]
+    found = [f"{path.relative_to(paths.ROOT)}: {needle}" for path in sources
+             for needle in NO_STRING_LOOKUPS
+             if needle in path.read_text() and path.name != "test_config.py"]
+    assert found == []

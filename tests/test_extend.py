@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from lsa.extend import METHODS, load_for_method, method_spec, rope_parameters
 from lsa.extend.attention import EABF_ATTENTION, S2_ATTENTION, eabf_scale, register, s2_attention
@@ -175,16 +174,6 @@ def test_install_clex_in_a_model_keeps_outputs_within_the_base_window():
     assert model.model.rotary_emb is clex
     torch.testing.assert_close(model(input_ids=ids).logits, ref, rtol=1e-5, atol=1e-5)
     assert any(p is clex.down for p in model.parameters())
-
-
-def test_gpu_check_runs_its_cpu_path(tmp_path):
-    from lsa.gpu_check import run
-
-    report = run(tiny=True, out=tmp_path)
-    cost = report["longqlora_cost"]
-    assert cost["ce"]["tokens_per_s"] > 0 and cost["ce+0.1sce"]["tokens_per_s"] > 0
-    assert set(report["perplexity_after_regularized_steps"]) == {256, 512}
-    assert "not checked" in report["nf4"] or report["nf4"]["loaded"]
 
 
 # --- CLEX training draws (DAMO-NLP-SG/CLEX ``CLEXScalingRotaryEmbedding``) --------------------
@@ -374,3 +363,28 @@ def test_clex_frequencies_stay_fp32_under_autocast():
     for a, b in zip(got, ref):
         assert a.dtype == torch.float32
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+# --- RoPE parameters of the methods (transformers' rope types) ---------------------------------
+
+
+def test_rope_parameters_for_methods():
+    assert rope_parameters("pi", 128, 256, 10000.0) == {"rope_type": "linear", "factor": 2.0,
+                                                        "rope_theta": 10000.0}
+    assert rope_parameters("pi", 128, 300, 1e4)["factor"] == 3.0  # s = ceil(L / L0)
+    assert rope_parameters("none", 128, 256, 5e5) == {"rope_type": "default",
+                                                      "rope_theta": 5e5}
+    with pytest.raises(ValueError, match="unknown method"):
+        rope_parameters("xpos", 128, 256, 1e4)
+
+
+def test_pi_halves_the_rotary_frequencies(tmp_path):
+    model = scratch_llama(vocab_size=64, hidden_size=16, n_layers=2, n_heads=2,
+                          intermediate_size=32, base_window=32, seed=0).eval()
+    model.save_pretrained(tmp_path / "m")
+    plain = load_for_method(str(tmp_path / "m"), "none", 32, 64)
+    pi = load_for_method(str(tmp_path / "m"), "pi", 32, 64)
+    torch.testing.assert_close(pi.model.rotary_emb.inv_freq * 2,
+                               plain.model.rotary_emb.inv_freq)
+    for a, b in zip(plain.parameters(), model.parameters()):
+        assert torch.equal(a, b)  # the weights are untouched

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from lsa import paths
-from lsa.config import load_config
+from lsa.config import ConfigError, load_config
 from lsa.pipeline import check_sections
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("*.ipynb"))
@@ -56,3 +56,38 @@ def test_unknown_parameter_fails_before_compute(out_root):
                             str(out_root / "bad.ipynb"), parameters={"stepz": 3},
                             kernel_name="python3", progress_bar=False)
     assert not paths.metrics_file("smoke", "01_synthetic_study").exists()
+
+
+# --- what a notebook reads: the pipeline's resolved file, or config/config.yaml alone --------
+
+
+def view(**kw):
+    from lsa.config import RunsViewConfig
+
+    return RunsViewConfig.from_dict({"profile": "smoke", **kw})
+
+
+def test_a_notebook_run_alone_reads_config_yaml():
+    from lsa.notebook import open_config
+
+    pipe = open_config(view(), "03_regularized_finetuning")
+    assert pipe == load_config(profile="smoke")
+
+
+def test_a_pipeline_notebook_checks_its_parameters_and_runs(out_root):
+    from lsa.notebook import ensure_runs, open_config
+    from lsa.pipeline import notebook_parameters, write_resolved
+
+    pipe = load_config(profile="smoke", overrides={"seed": 1})
+    write_resolved(pipe)
+    params = notebook_parameters(pipe, "03_regularized_finetuning")
+    assert params["run_ids"] == [r.id for r in pipe.runs.finetune.values()]
+    assert open_config(view(**params), "03_regularized_finetuning") == pipe
+    with pytest.raises(ConfigError, match="view.alpha = 0.2: .* says 0.1"):
+        open_config(view(**{**params, "alpha": 0.2}), "03_regularized_finetuning")
+    seed0 = [r.id for r in load_config(profile="smoke").runs.finetune.values()]
+    with pytest.raises(ConfigError, match="run_ids: the pipeline made run folders"):
+        open_config(view(**{**params, "run_ids": seed0}), "03_regularized_finetuning")
+    # in the pipeline a missing run is an error, never trained inside the notebook's job
+    with pytest.raises(FileNotFoundError, match="should have made"):
+        ensure_runs(view(**params), pipe, list(pipe.runs.finetune.values()))

@@ -78,7 +78,7 @@ def test_no_chunk_crosses_a_book(tmp_path):
     out = perplexity(model, stream, [8, 16, 32])
     fed = {length: model.fed(length) for length in (8, 16, 32)}
     assert out[32]["chunks"] == sum(sizes // 32)
-    for length, chunks in fed.items():
+    for chunks in fed.values():
         assert not (chunks[:, :-1] == eos).any()  # an EOS can only close a chunk
         assert torch.equal(chunks.flatten(), fed[32].flatten())
     # a chunk starts where a book starts or where the previous chunk of its book ended

@@ -6,9 +6,8 @@ import time
 
 import pytest
 
-from lsa import io, paths
-from lsa.config import load_config
-from lsa.pipeline import check_outputs
+from lsa import files, paths
+from lsa.pipeline import check_outputs, pipeline_config
 
 from conftest import run, tool
 
@@ -27,12 +26,12 @@ def smoke_run():
 def test_smoke_pipeline_outputs(smoke_run):
     # timing is reported, never asserted (a busy machine would fail it): see the README
     print(f"smoke pipeline from no outputs: {smoke_run:.0f} s")
-    pipe = load_config(profile="smoke")
+    pipe = pipeline_config("smoke")
     assert check_outputs(pipe) == []
 
 
 def test_smoke_metrics_content(smoke_run):
-    metrics = io.read_json(paths.metrics_file("smoke", "01_synthetic_study"))
+    metrics = files.read_json(paths.metrics_file("smoke", "01_synthetic_study"))
     ids = [c["id"] for c in metrics["claims"]]
     assert ids[:5] == ["S3.1", "S3.2", "S3.3", "S3.4", "S3.5"]
     assert all(c["verdict"] != "not run" for c in metrics["claims"])
@@ -41,17 +40,15 @@ def test_smoke_metrics_content(smoke_run):
     # more outside the training range than inside it
     length = summary[("length", "nope", "identity")]
     assert length["out_of_range_mean"] > 100 * length["in_range_mean"]
-    pipe = load_config(profile="smoke")
-    for run in pipe.settings["finetune"].all_runs():
-        folder = paths.results_dir("smoke") / "runs" / pipe.finetune_run_id(run.name)
-        run_metrics = io.read_json(folder / "metrics.json")
-        assert run_metrics["alpha"] == run.alpha and run_metrics["method"] == run.method
-        log = [line for line in (folder / "metrics.jsonl").read_text().splitlines() if line]
-        assert len(log) == pipe.settings["finetune"].optim.steps
-    report = io.read_json(paths.metrics_file("smoke", "06_replication_report"))
+    pipe = pipeline_config("smoke")
+    for finetuned in pipe.runs.finetune.values():
+        spec, metrics_ = finetuned.spec, finetuned.metrics()
+        assert metrics_["alpha"] == spec.alpha and metrics_["method"] == spec.method
+        assert len(finetuned.log()) == pipe.finetune.optim.steps
+    report = files.read_json(paths.metrics_file("smoke", "06_replication_report"))
     needs = pipe.sections["06_replication_report"].needs
     assert report["sections_found"] == needs and report["sections_missing"] == []
-    n_claims = sum(len(io.read_json(paths.metrics_file("smoke", s))["claims"]) for s in needs)
+    n_claims = sum(len(files.read_json(paths.metrics_file("smoke", s))["claims"]) for s in needs)
     assert sum(report["verdicts"].values()) == n_claims
 
 

@@ -7,7 +7,7 @@ import time
 import nbformat
 import pytest
 
-from lsa import io, paths, publish, timings
+from lsa import files, paths, publish, timings
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
@@ -21,8 +21,8 @@ def _bench(profile, job, seconds, cpu=None):
 
 def _run_folder(profile, name, train_s, total_s):
     folder = paths.results_dir(profile) / "runs" / name
-    io.write_json(folder / "train_summary.json", {"wall_time_s": train_s})
-    io.write_json(folder / "run_info.json", {"wall_time_s": total_s})
+    files.write_json(folder / "train_summary.json", {"wall_time_s": train_s})
+    files.write_json(folder / "run_info.json", {"wall_time_s": total_s})
 
 
 def test_breakdown_sums_jobs_and_splits_training_from_evaluation(out_root):
@@ -51,15 +51,15 @@ def test_reproduce_is_recorded_only_when_jobs_ran(out_root):
     assert not timings.reproduce_file("smoke").exists()
     _bench("smoke", "finetune_pi_a0_s0", 90)
     timings.record_reproduce("smoke", started - 30, "2")
-    rec = io.read_json(timings.reproduce_file("smoke"))
+    rec = files.read_json(timings.reproduce_file("smoke"))
     assert rec["jobs_run"] == 1 and rec["cores"] == "2" and rec["wall_s"] >= 30
 
 
 def _fake_outputs(profile):
     report = paths.section_dir(profile, publish.REPORT)
-    io.atomic_write_text(report / "claims.md", "| id | verdict |\n")
-    io.atomic_write_text(report / "claims.csv", "id,verdict\n")
-    io.write_json(report / "run_info.json", {"git_commit": "abc123"})
+    files.atomic_write_text(report / "claims.md", "| id | verdict |\n")
+    files.atomic_write_text(report / "claims.csv", "id,verdict\n")
+    files.write_json(report / "run_info.json", {"git_commit": "abc123"})
     figs = paths.figures_dir(profile)
     figs.mkdir(parents=True)
     (figs / "fig_a.png").write_bytes(b"\x89PNG fake")
@@ -69,7 +69,7 @@ def _fake_outputs(profile):
     nbdir.mkdir(parents=True)
     nbformat.write(nb, nbdir / f"{publish.REPORT}.ipynb")
     _bench(profile, "section_06_replication_report", 3)
-    io.write_json(timings.reproduce_file(profile), {"wall_s": 1500.0, "cores": "all",
+    files.write_json(timings.reproduce_file(profile), {"wall_s": 1500.0, "cores": "all",
                                                     "finished_utc": "2026-11-30T00:00:00"})
 
 

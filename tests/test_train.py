@@ -1,4 +1,5 @@
-"""The trainer: fp32 master weights, resumed logs, the schedule under several processes."""
+"""The trainer: same data for CE and regularized runs, reproducibility, resuming, NaN stops,
+LoRA, the CE-only step, fp32 master weights, the schedule under several processes."""
 
 import json
 import math
@@ -10,7 +11,8 @@ import torch
 from lsa.config import OptimConfig
 from lsa.data.tokens import TokenStream
 from lsa.models import scratch_llama
-from lsa.train import Objective, lr_lambda, read_log, train
+from lsa.runs import read_log
+from lsa.train import Objective, lr_lambda, train
 
 from conftest import ROOT, run, tool
 
@@ -128,3 +130,122 @@ def test_two_processes_step_the_schedule_once_per_optimizer_step(tmp_path):
     assert procs[0]["weights_sum"] == pytest.approx(procs[1]["weights_sum"], rel=1e-6)
     assert procs[0]["weights_abs_sum"] == pytest.approx(procs[1]["weights_abs_sum"], rel=1e-6)
     assert math.isfinite(log[-1]["ce"])
+
+
+def test_ce_and_regularized_runs_see_the_same_data(stream):
+    from lsa.train import step_batch
+
+    for step in range(3):
+        ce_tokens, e1, _ = step_batch(stream, 5, step, 0, 2, Objective(l_train=16))
+        reg_tokens, e2, _ = step_batch(stream, 5, step, 0, 2, Objective(l_train=16, alpha=0.1))
+        assert e1 == e2 and torch.equal(ce_tokens, reg_tokens)
+    other, _, _ = step_batch(stream, 5, 0, 1, 2, Objective(l_train=16))
+    assert not torch.equal(other, step_batch(stream, 5, 0, 0, 2, Objective(l_train=16))[0])
+
+
+def test_training_is_reproducible_and_logs_every_step(stream, tmp_path):
+    objective = Objective(l_train=16, alpha=0.1)
+    logs, weights = [], []
+    for name in ("a", "b"):
+        model = tiny()
+        train(model, stream, tmp_path / name, optim(), objective, seed=3, progress=False)
+        logs.append(read_log(tmp_path / name))
+        weights.append(torch.cat([p.flatten() for p in model.parameters()]))
+    assert [r["step"] for r in logs[0]] == [1, 2, 3, 4]
+    assert {"ce", "ce_a", "ce_b", "misalign", "l_extra", "lr"} <= set(logs[0][0])
+    assert [r["ce"] for r in logs[0]] == [r["ce"] for r in logs[1]]
+    torch.testing.assert_close(weights[0], weights[1])
+    assert (tmp_path / "a" / "model" / "config.json").exists()
+
+
+def test_resume_continues_exactly(stream, tmp_path):
+    objective = Objective(l_train=16, alpha=0.1)
+    full = tiny()
+    train(full, stream, tmp_path / "full", optim(steps=6), objective, seed=2,
+          progress=False)
+
+    class Stop(Exception):
+        pass
+
+    import lsa.train as T
+
+    original, calls = T.compute_loss, {"n": 0}
+
+    def failing(*args, **kw):
+        calls["n"] += 1
+        if calls["n"] == 5:  # die during step 5, after the checkpoint at step 4
+            raise Stop
+        return original(*args, **kw)
+
+    T.compute_loss = failing
+    try:
+        with pytest.raises(Stop):
+            train(tiny(), stream, tmp_path / "cut", optim(steps=6, save_every=2),
+                  objective, seed=2, progress=False)
+    finally:
+        T.compute_loss = original
+    resumed = tiny()
+    summary = train(resumed, stream, tmp_path / "cut", optim(steps=6, save_every=2),
+                    objective, seed=2, progress=False)
+    assert summary["resumed_from"] == 4
+    full_log, cut_log = read_log(tmp_path / "full"), read_log(tmp_path / "cut")
+    assert [r["step"] for r in cut_log] == [1, 2, 3, 4, 5, 6]
+    assert [r["ce"] for r in cut_log] == pytest.approx([r["ce"] for r in full_log], rel=1e-5)
+    for a, b in zip(full.parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_nan_loss_stops_with_a_clear_error(stream, tmp_path):
+    from lsa.train import NonFiniteLossError
+
+    model = tiny()
+    with torch.no_grad():
+        model.model.embed_tokens.weight.fill_(float("nan"))
+    with pytest.raises(NonFiniteLossError, match="non-finite loss at step 0"):
+        train(model, stream, tmp_path / "nan", optim(), Objective(l_train=16), seed=0,
+              progress=False)
+    assert not (tmp_path / "nan" / "model").exists()
+
+
+def test_lora_wraps_all_linear_layers_but_the_head():
+    from lsa.train import LoraSettings, apply_lora
+
+    model = apply_lora(tiny(), LoraSettings(r=4, alpha=8))
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert names and all("lora_" in n for n in names)
+    assert any("q_proj" in n for n in names) and any("down_proj" in n for n in names)
+    assert not any("lm_head" in n for n in names)
+
+
+@pytest.mark.parametrize("ce_on, answers", [("a", False), ("b", True)])
+def test_ce_only_step_loss_and_gradients_as_model_labels_give(stream, ce_on, answers):
+    """The CE-only step (one window, fused CE): model(labels=...)'s loss and gradients, plus
+    the answers' CE when a mask comes with the batch."""
+    import torch.nn.functional as F
+
+    from lsa.train import compute_loss
+
+    objective = Objective(l_train=12, ce_on=ce_on, chunk_size=5, answer_weight=0.5)
+    tokens = stream.sample(2, 12 + 3, torch.Generator().manual_seed(0))
+    mask = None
+    if answers:
+        mask = torch.zeros_like(tokens, dtype=torch.bool)
+        mask[0, 13] = mask[1, 8] = True
+    model = tiny()
+    parts = compute_loss(model, tokens, 3, objective, mask)
+    parts["loss"].backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    window = tokens[:, 3:] if ce_on == "b" else tokens[:, :12]
+    out = model(input_ids=window, labels=window)
+    loss = out.loss
+    if answers:
+        target = mask[:, 3:][:, 1:]
+        ans = F.cross_entropy(out.logits[:, :-1][target], window[:, 1:][target])
+        assert parts["answer_ce"] == pytest.approx(ans.item(), rel=1e-5)
+        loss = loss + 0.5 * ans
+    loss.backward()
+    assert parts["ce_" + ce_on] == pytest.approx(out.loss.item(), rel=1e-5)
+    assert parts["ce"] == pytest.approx(loss.item(), rel=1e-5)
+    for g, p in zip(got, model.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-6)

@@ -1,14 +1,20 @@
-"""The Snakemake workflow: dry runs per profile, lint, configuration errors."""
+"""The Snakemake workflow: dry runs per profile, lint, configuration errors, and the one
+resolved configuration every job and notebook reads."""
+
+import argparse
+import shlex
 
 import pytest
+import yaml
 
 from lsa.config import PROFILES, load_config
+from lsa.pipeline import resolved_file, workflow_settings, write_resolved
 
-from conftest import run, tool
+from conftest import ROOT, run, tool
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_dry_run_plans_every_section(profile):
+def test_dry_run_plans_every_section(profile, out_root):
     out = run([tool("snakemake"), "-n", "--forceall", "--config", f"profile={profile}"])
     assert out.returncode == 0, out.stderr + out.stdout
     for key in load_config(profile=profile).sections:
@@ -16,16 +22,125 @@ def test_dry_run_plans_every_section(profile):
         assert f"results/{profile}/{key}/metrics.json" in out.stdout
 
 
-def test_lint_is_clean():
+def test_lint_is_clean(out_root):
     out = run([tool("snakemake"), "--lint"])
     assert out.returncode == 0
     assert "Congratulations" in out.stdout + out.stderr, out.stdout + out.stderr
 
 
-def test_bad_config_fails_with_a_clear_message():
+def test_bad_config_fails_with_a_clear_message(out_root):
     out = run([tool("snakemake"), "-n", "--config", "profile=huge"])
     assert out.returncode != 0
     assert "profile = 'huge'" in out.stdout + out.stderr
     out = run([tool("snakemake"), "-n", "--config", "seed=-x"])
     assert out.returncode != 0
     assert "seed" in out.stdout + out.stderr
+
+
+def planned_jobs(stdout: str) -> list[list[str]]:
+    """The ``python -m lsa`` commands of a dry run's (``-p``) shell commands."""
+    jobs = []
+    for line in stdout.splitlines():
+        if "python -m lsa " in line:
+            words = shlex.split(line.split("python -m lsa ", 1)[1].split(" > ")[0])
+            jobs.append(words)
+    return jobs
+
+
+def check_plan(stdout: str, seed: int) -> dict[str, str]:
+    """Every planned job, parsed as the job parses its arguments, computes from the resolved
+    file the run id (folder) the Snakefile expects and declared as its output."""
+    from lsa.__main__ import job_run
+
+    jobs = planned_jobs(stdout)
+    assert jobs
+    ids = {}
+    for words in jobs:
+        opts = dict(zip(words[1::2], words[2::2]))
+        args = argparse.Namespace(command=words[0], profile=None, run=opts.get("--run"),
+                                  config_file=opts["--config-file"],
+                                  expect_id=opts["--expect-id"])
+        pipe, job = job_run(args)  # what the job itself computes
+        assert pipe.seed == seed and job.id == opts["--expect-id"]
+        assert f"runs/{job.id}/train_summary.json" in stdout
+        ids[job.describe()] = job.id
+    return ids
+
+
+def test_config_values_reach_every_job_through_the_resolved_file(out_root):
+    """`snakemake --config profile=smoke seed=1`: the Snakefile writes the resolved file, each
+    job reads it and computes the folder the Snakefile expects (not config/config.yaml's)."""
+    out = run([tool("snakemake"), "-n", "-p", "--forceall", "--config", "profile=smoke",
+               "seed=1"])
+    assert out.returncode == 0, out.stderr + out.stdout
+    resolved = yaml.safe_load(resolved_file("smoke").read_text())
+    assert resolved["seed"] == 1 and resolved["pretrain"]["seed"] == 1
+    seeded = check_plan(out.stdout, seed=1)
+    default = {r.describe(): r.id for r in load_config(profile="smoke").runs}
+    assert seeded.keys() == default.keys()
+    assert all(seeded[k] != default[k] for k in default)  # the seed is part of every identity
+    # the notebooks receive the same file and the ids of the runs they read
+    line = next(x for x in out.stdout.splitlines() if "05_babilong.ipynb -k" in x)
+    params = yaml.safe_load(shlex.split(line.split(" -y ", 1)[1].split(" > ")[0])[0])
+    assert params["config_file"].endswith("results/smoke/config.yaml") and params["seed"] == 1
+    assert sorted(params["run_ids"]) == sorted(seeded[k] for k in seeded if "babilong" in k)
+
+
+def test_a_user_configfile_reaches_every_job(out_root, tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("profile: smoke\nseed: 1\nprofiles:\n  smoke:\n    finetune:\n"
+                    "      methods: [pi]\n      alphas: [0.0, 0.3]\n")
+    out = run([tool("snakemake"), "-n", "-p", "--forceall", "--configfile", str(mine)])
+    assert out.returncode == 0, out.stderr + out.stdout
+    ids = check_plan(out.stdout, seed=1)
+    assert {k for k in ids if k.startswith("finetune")} == {
+        "finetune run pi_a0_s0", "finetune run pi_a0.3_s0"}
+    assert load_config(resolved_file("smoke")).finetune.alphas == [0.0, 0.3]
+
+
+def test_the_resolved_file_round_trips_and_is_rewritten_only_when_it_changes(out_root):
+    import os
+
+    pipe = load_config(profile="smoke", overrides={"seed": 3})
+    path = write_resolved(pipe)
+    again = load_config(path)
+    assert again == pipe and [r.id for r in again.runs] == [r.id for r in pipe.runs]
+    os.utime(path, (1, 1))
+    write_resolved(pipe)
+    assert path.stat().st_mtime == 1  # same content: untouched
+    write_resolved(load_config(profile="smoke"))
+    assert path.stat().st_mtime > 1 and load_config(path).seed == 0
+    with pytest.raises(Exception, match="resolved configuration of profile 'smoke'"):
+        load_config(path, profile="mini")
+    with pytest.raises(Exception, match="takes no overrides"):
+        load_config(path, overrides={"seed": 1})
+
+
+def test_workflow_settings_cover_every_run_kind_and_section():
+    settings = workflow_settings()
+    pipe = load_config()
+    for key in pipe.sections:
+        for module in settings.section(key).modules:
+            assert (ROOT / "lsa" / module).exists(), module
+    assert settings.resources("gpu-small", "finetune").gpu == 1
+    assert settings.resources("mini", "finetune").threads == 2
+    # modules that only orchestrate are no run's input (editing them retrains nothing)
+    for modules in settings.run_modules.values():
+        assert not {"config.py", "strict.py", "runs.py", "pipeline.py", "files.py",
+                    "__main__.py", "analysis.py"} & set(modules)
+
+
+def test_bad_workflow_settings_fail_with_a_clear_message(tmp_path):
+    from lsa.strict import ConfigError
+
+    raw = yaml.safe_load((ROOT / "workflow" / "settings.yaml").read_text())
+    raw["run_resources"]["mini"] = {"finetune": {"threads": 0}}
+    path = tmp_path / "settings.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="run_resources.mini.finetune: threads = 0: must be >= 1"):
+        workflow_settings(path)
+    raw["run_resources"]["mini"] = {}
+    raw["sections"]["01_synthetic_study"]["modules"].append(3)
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"sections.01_synthetic_study.modules\[\d+\] = 3"):
+        workflow_settings(path)

@@ -14,6 +14,7 @@ start tokens (``special_prefix``: one BOS for Llama-2, none for the scratch BPE)
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from dataclasses import dataclass, field
@@ -101,9 +102,8 @@ def assemble(sample: BabiSample, haystack: list[str], length: int, count_tokens,
 def token_counter(tokenizer):
     """``count(text) -> int``: the length of ``text`` in ``tokenizer``'s tokens, special tokens
     left out, memoised (assembly measures the same haystack sentences over and over)."""
-    from functools import lru_cache
 
-    @lru_cache(maxsize=None)
+    @functools.cache
     def count(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -152,7 +152,7 @@ class BabilongStream:
         if not samples:
             raise ValueError("no bAbI samples to train on")
 
-    def keep_fitting(self, budget: int) -> "BabilongStream":
+    def keep_fitting(self, budget: int) -> BabilongStream:
         """Keep only the samples that fit ``budget`` tokens (the shortest window, with room
         for some haystack); returns self."""
         self.samples = fitting(self.samples, self.count_tokens, budget, self.question_template)

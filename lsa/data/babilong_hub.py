@@ -1,6 +1,10 @@
 """The published BABILong data through ``datasets`` (profiles ``gpu-small`` / ``paper``, with
 network access to the hub), in the same sample format as the local assembly.
 
+**Status: not yet used.** No profile, job or notebook reads it; only its tests reach it. The
+BABILong section of every profile assembles its samples locally (``lsa.data.babilong``, in the
+evaluated model's tokens); this loader is kept for a comparison with the published samples.
+
 The published dataset (``RMT-team/babilong``) has one configuration per length ("4k", "8k",
 ...) and one split per task ("qa1", ...), with the fields ``input`` (facts in book text),
 ``question`` and ``target``. Its haystacks are PG19 books, its lengths measured in the

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lsa.io import atomic_write_bytes, atomic_write_text
+from lsa.files import atomic_write_bytes, atomic_write_text
 
 EOS = "<|endoftext|>"
 
@@ -73,7 +73,7 @@ class TokenStream:
         return int(self.ids.shape[0])
 
     @classmethod
-    def build(cls, tokenizer, books: dict[str, str], cache_dir: Path, name: str) -> "TokenStream":
+    def build(cls, tokenizer, books: dict[str, str], cache_dir: Path, name: str) -> TokenStream:
         """Encode ``books`` (joined by EOS, in name order) once and cache the ids."""
         key = _digest(tokenizer_fingerprint(tokenizer), *[f"{k}\n{books[k]}" for k in
                                                           sorted(books)])

@@ -1,7 +1,7 @@
 """The BABILong benchmark's own prompts, for the evaluate design (profiles ``gpu-small`` and
 ``paper``: the fine-tuning runs evaluated as the paper does, Sec. 5.4, Tables 6-7).
 
-The ``mini`` and ``smoke`` profiles keep the train design (``lsa.runs.babilong_run``): a model
+The ``mini`` and ``smoke`` profiles keep the train design (``lsa.jobs.babilong_train``): a model
 of a few million parameters cannot follow instructions, so it is fine-tuned on the bare
 format and prompted without these parts.
 
@@ -188,5 +188,5 @@ def read_prompts(path: str | Path, tasks: list[str] | None = None) -> BenchmarkP
     missing = [t for t in tasks or [] if t not in prompts]
     if missing:
         raise PromptsFormatError(f"{path}: DEFAULT_PROMPTS has no prompts for {missing}")
-    return BenchmarkPrompts(path, hashlib.sha256(raw).hexdigest(), template,
-                            {t: {p: parts[p] for p in PROMPT_PARTS} for t, parts in prompts.items()})
+    kept = {t: {p: parts[p] for p in PROMPT_PARTS} for t, parts in prompts.items()}
+    return BenchmarkPrompts(path, hashlib.sha256(raw).hexdigest(), template, kept)

@@ -1,7 +1,8 @@
 """LongBench-E: local files in the official format, scored as the official ``metrics.py``.
 
-**Status:** meant for the ``paper`` profile (Llama-2-7B runs), but not yet wired into a
-pipeline job: today only the tests reach this module.
+**Status: not yet used.** Meant for the ``paper`` profile (Llama-2-7B runs, Tables 2-3's
+LongBench-E column), but not yet wired into a pipeline job or notebook: only its tests reach
+this module (the fine-tuning section compares perplexity and BABILong instead).
 
 - Data: ``{dataset}_e.jsonl`` files of the user's LongBench download (fields ``input``,
   ``context``, ``answers``, ``length`` (words), ``all_classes``); the prompt and generation-length
@@ -45,8 +46,9 @@ import json
 import re
 import string
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 DATASETS = ["qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "gov_report", "multi_news",
             "trec", "triviaqa", "samsum", "passage_count", "passage_retrieval_en", "lcc",

@@ -88,7 +88,7 @@ def method_spec(method: str, base_window: int, target_window: int, rope_theta: f
 def load_for_method(path: str, method: str, base_window: int, target_window: int,
                     spec: MethodSpec | None = None, **kwargs):
     """Load the causal LM in ``path`` with the method's RoPE, attention and config extras
-    (LoRA and CLEX are applied by the caller: ``lsa.runs``)."""
+    (LoRA and CLEX are applied by the caller: ``lsa.models.build_for_run``)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from lsa.extend.attention import register

@@ -1,19 +1,31 @@
-# Helpers shared by the rules.
+# Helpers shared by the rules. The merged `config` (config/config.yaml + --configfile +
+# --config) is validated once, resolved for the chosen profile and written to
+# results/<profile>/config.yaml; every job and notebook reads that file, so a job computes the
+# run folder the rules expect (each job also checks it: --expect-id).
 
 import os
 
 import yaml
 
-from lsa import paths
 from lsa.config import from_mapping
+from lsa.pipeline import notebook_parameters, workflow_settings, write_resolved
+from lsa import paths
+from lsa.runs import FINISHED
 
 PIPE = from_mapping(config)
 PROFILE = PIPE.profile
+RUNS = PIPE.runs  # every run of the configuration, built once
+SETTINGS = workflow_settings()  # workflow/settings.yaml: resources and module inputs
 
 
 def rel(path):
     """Paths relative to the repository, as Snakemake likes them."""
     return os.path.relpath(path, workflow.basedir)
+
+
+# rewritten only when its content changes; an `ancient` input of every job (what the job reads,
+# not what triggers it: a changed setting changes the run ids, i.e. the outputs, instead)
+RESOLVED = rel(write_resolved(PIPE))
 
 
 def section_outputs(key):
@@ -23,45 +35,16 @@ def section_outputs(key):
     }
 
 
-# lsa modules whose code determines a trained run's numbers (editing one retrains)
-BASE_MODULES = [
-    f"lsa/{m}"
-    for m in (
-        "runs.py", "train.py", "misalign.py", "models.py", "data/books.py", "data/tokens.py",
-        "extend/__init__.py", "evaluate/perplexity.py",
-    )
-]
-RUN_MODULES = BASE_MODULES + ["lsa/extend/attention.py", "lsa/extend/clex.py"]
-BABILONG_MODULES = ["lsa/data/babi.py", "lsa/data/babilong.py", "lsa/evaluate/babilong.py"]
-BABILONG_EVAL_MODULES = BABILONG_MODULES + ["lsa/evaluate/babilong_prompts.py"]
+def run_output(run):
+    """A run's output: the marker written last in its folder."""
+    return rel(run.folder / FINISHED)
 
 
-def run_output(run_id):
-    return rel(paths.results_dir(PROFILE) / "runs" / run_id / "train_summary.json")
+def rule_name(run):
+    if run.kind == "base":
+        return "base_model"
+    return run.kind.replace("-", "_") + "_" + "".join(c if c.isalnum() else "_" for c in run.name)
 
 
-def rule_name(name):
-    return "".join(c if c.isalnum() else "_" for c in name)
-
-
-BASE_OUTPUT = run_output(PIPE.base_run_id())
-FINETUNE_OUTPUTS = {
-    run.name: run_output(PIPE.finetune_run_id(run.name))
-    for run in PIPE.settings["finetune"].all_runs()
-}
-# BABILong, train design (mini, smoke): fine-tuning runs on BABILong samples
-BABILONG_OUTPUTS = {
-    run.name: run_output(PIPE.babilong_run_id(run.name))
-    for run in PIPE.settings["babilong"].all_runs()
-}
-# BABILong, evaluate design (gpu-small, paper): finished fine-tuning runs evaluated with the
-# benchmark's prompts, keyed by the fine-tuning run's name
-BABILONG_EVAL_OUTPUTS = {
-    run.name: run_output(PIPE.babilong_eval_run_id(run.name)) for run in PIPE.babilong_eval_runs()
-}
-TRAINING_OUTPUTS = {"finetune": FINETUNE_OUTPUTS, "babilong": BABILONG_OUTPUTS}
-# what a section's `uses_runs` reads: for babilong, the runs of whichever design is configured
-RUN_OUTPUTS = {
-    "finetune": FINETUNE_OUTPUTS,
-    "babilong": {**BABILONG_OUTPUTS, **BABILONG_EVAL_OUTPUTS},
-}
+def modules(names):
+    return [f"lsa/{name}" for name in names]

@@ -1,85 +1,34 @@
-# Training runs are jobs of their own (python -m lsa ...); their run folder is named by a digest
-# of their configuration, so a changed configuration is a new run and a finished one is reused.
+# One rule per run (lsa.runs): the base model (python -m lsa pretrain), each fine-tuning run
+# (finetune), each BABILong run of the train design (babilong) and each evaluation of the
+# evaluate design (babilong-eval). A run's folder is named by a digest of its configuration, so a
+# changed configuration is a new run and a finished one is reused. Its inputs are the lsa modules
+# that determine its numbers (workflow/settings.yaml) and the folders of the runs it reads.
 
-
-rule base_model:
-    input:
-        BASE_MODULES,
-    output:
-        BASE_OUTPUT,
-    params:
-        profile=PROFILE,
-    log:
-        f"logs/{PROFILE}/base_model.log",
-    benchmark:
-        f"logs/{PROFILE}/benchmarks/base_model.tsv"
-    threads: PIPE.settings["pretrain"].threads
-    resources:
-        mem_mb=4000,
-        gpu=int(PIPE.settings["pretrain"].gpu),
-    conda:
-        "../../environment.yml"
-    shell:
-        "python -m lsa pretrain --profile {params.profile} --threads {threads} --no-progress "
-        "> {log:q} 2>&1"
-
-
-# one rule per training run: fine-tuning (python -m lsa finetune) and BABILong, train design
-# (python -m lsa babilong)
-for _kind, _outputs in TRAINING_OUTPUTS.items():
-    for _name, _output in _outputs.items():
-
-        rule:
-            name:
-                f"{_kind}_{rule_name(_name)}"
-            input:
-                RUN_MODULES + (BABILONG_MODULES if _kind == "babilong" else []),
-                base=BASE_OUTPUT,
-            output:
-                _output,
-            params:
-                profile=PROFILE,
-                kind=_kind,
-                run=_name,
-            log:
-                f"logs/{PROFILE}/{_kind}_{_name}.log",
-            benchmark:
-                f"logs/{PROFILE}/benchmarks/{_kind}_{_name}.tsv"
-            threads: PIPE.settings[_kind].threads
-            resources:
-                mem_mb=4000,
-                gpu=int(PIPE.settings[_kind].gpu),
-            conda:
-                "../../environment.yml"
-            shell:
-                "python -m lsa {params.kind} --profile {params.profile} --run {params.run:q} "
-                "--threads {threads} --no-progress > {log:q} 2>&1"
-
-
-# BABILong, evaluate design: one rule per evaluated fine-tuning run, whose folder is its input
-for _name, _output in BABILONG_EVAL_OUTPUTS.items():
+for _run in RUNS:
+    _resources = SETTINGS.resources(PROFILE, _run.kind)
 
     rule:
         name:
-            f"babilong_eval_{rule_name(_name)}"
+            rule_name(_run)
         input:
-            RUN_MODULES + BABILONG_EVAL_MODULES,
-            finetuned=FINETUNE_OUTPUTS[_name],
+            modules(SETTINGS.run_modules[_run.kind]),
+            config=ancient(RESOLVED),
+            needs=[run_output(need) for need in _run.needs],
         output:
-            _output,
+            run_output(_run),
         params:
-            profile=PROFILE,
-            run=_name,
+            command=_run.command,
+            run_id=_run.id,
         log:
-            f"logs/{PROFILE}/babilong-eval_{_name}.log",
+            f"logs/{PROFILE}/{_run.job}.log",
         benchmark:
-            f"logs/{PROFILE}/benchmarks/babilong-eval_{_name}.tsv"
-        threads: PIPE.settings["babilong"].threads
+            f"logs/{PROFILE}/benchmarks/{_run.job}.tsv"
+        threads: _resources.threads
         resources:
-            mem_mb=4000,
-            gpu=int(PIPE.settings["babilong"].gpu),
+            mem_mb=_resources.mem_mb,
+            gpu=_resources.gpu,
         conda:
             "../../environment.yml"
         shell:
-            "python -m lsa babilong-eval --profile {params.profile} --run {params.run:q} "
-            "--threads {threads} --no-progress > {log:q} 2>&1"
+            "python -m lsa {params.command} --config-file {input.config:q} "
+            "--expect-id {params.run_id} --threads {threads} --no-progress > {log:q} 2>&1"

@@ -1,21 +1,25 @@
-# One rule per section, all made by this loop: the notebook and the lsa modules it uses are
-# inputs (editing either reruns it), its parameters are params (changing the config reruns it),
-# the executed notebook and its metrics.json are outputs.
+# One rule per section, all made by this loop: the notebook and the lsa modules it reads are
+# inputs (editing either reruns it), its parameters are params (changing its settings reruns it),
+# the folders of the runs it reads are inputs, the executed notebook and its metrics.json are
+# outputs. A notebook receives the resolved configuration (config_file) and the ids of its runs
+# (run_ids): it fails when they disagree instead of training inside its own job.
 
 for _key, _spec in PIPE.sections.items():
+    _job = SETTINGS.section(_key)
 
     rule:
         name:
             f"section_{_key}"
         input:
             notebook=f"notebooks/{_spec.notebook}",
-            modules=[f"lsa/{module}" for module in _spec.modules],
+            modules=modules(_job.modules),
+            config=ancient(RESOLVED),
             needs=[section_outputs(need)["metrics"] for need in _spec.needs],
-            runs=[out for kind in _spec.uses_runs for out in RUN_OUTPUTS[kind].values()],
+            runs=[run_output(run) for run in RUNS.used_by(_spec.uses_runs)],
         output:
             **section_outputs(_key),
         params:
-            yaml=yaml.safe_dump(PIPE.notebook_parameters(_key), default_flow_style=True,
+            yaml=yaml.safe_dump(notebook_parameters(PIPE, _key), default_flow_style=True,
                                 width=10_000).strip(),
         conda:
             "../../environment.yml"
@@ -23,10 +27,10 @@ for _key, _spec in PIPE.sections.items():
             f"logs/{PROFILE}/{_key}.log",
         benchmark:
             f"logs/{PROFILE}/benchmarks/section_{_key}.tsv"
-        threads: _spec.threads
+        threads: _job.threads
         resources:
-            mem_mb=_spec.mem_mb,
-            gpu=_spec.gpu,
+            mem_mb=_job.mem_mb,
+            gpu=_job.gpu,
         shell:
             "papermill {input.notebook:q} {output.notebook:q} -k python3 --no-progress-bar "
             "--log-output -y {params.yaml:q} > {log:q} 2>&1"

@@ -1,4 +1,6 @@
-"""Seeding, atomic writes, provenance (``run_info.json``), metrics and tables.
+"""Files: atomic writes, JSON, provenance (``run_info.json``), metrics and tables.
+
+(Named ``files``, not ``io``, so that it never shadows the standard library's ``io``.)
 
 A file is written to a temporary name in its folder and renamed into place, so a killed run
 never leaves a half-written file that looks finished.
@@ -11,7 +13,6 @@ import json
 import math
 import os
 import platform
-import random
 import subprocess
 import sys
 import tempfile
@@ -24,16 +25,6 @@ from lsa import paths
 
 PACKAGES = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "datasets",
             "tokenizers", "numpy", "pandas", "seaborn", "papermill", "snakemake")
-
-
-def seed_everything(seed: int) -> None:
-    """Seed python, numpy and torch (CPU and CUDA) from one integer."""
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:

@@ -1,4 +1,5 @@
-"""The GPU check: one short script for the day a GPU is lent (``scripts/gpu_check.sh``).
+"""The GPU check: one short script for the day a GPU is lent (run by ``scripts/gpu_check.sh``;
+``python scripts/gpu_check.py --tiny`` runs its CPU path, which tests/test_gpu_check.py tests).
 
 On one GPU, within minutes and without network: pretrain the ``gpu-small`` base model briefly
 (bf16), extend it LongQLoRA-style (PI + LoRA + S2) for a few steps with CE only and with
@@ -55,19 +56,19 @@ def _timed_steps(model, stream, objective, optim, seed: int, steps: int) -> dict
 def run(profile: str = "gpu-small", tiny: bool = False, pretrain_steps: int = 300,
         steps: int = 10, out: Path | None = None) -> dict[str, Any]:
     from lsa.config import load_config
+    from lsa.data.corpus import prepare_corpus
     from lsa.evaluate.perplexity import perplexity
     from lsa.extend import load_for_method, method_spec
-    from lsa.io import device_info
+    from lsa.files import device_info
     from lsa.models import count_parameters, scratch_llama
-    from lsa.runs import prepare_corpus
     from lsa.train import LoraSettings, Objective, apply_lora, train
 
     pipe = load_config(profile="smoke" if tiny else profile)
-    pcfg, fcfg = pipe.settings["pretrain"], pipe.settings["finetune"]
+    pcfg, fcfg = pipe.pretrain, pipe.finetune
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     report: dict[str, Any] = {"device": device_info(), "profile": pipe.profile}
     t0 = time.time()
-    corpus = prepare_corpus(pcfg)
+    corpus = prepare_corpus(pcfg.data)
     report["corpus_s"] = round(time.time() - t0, 1)
     m = pcfg.model
     eos = corpus.tokenizer.convert_tokens_to_ids(corpus.tokenizer.eos_token)

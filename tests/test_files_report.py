@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lsa import io, paths, report
+from lsa import files, paths, report, seeding
 
 
 def draw():
@@ -16,17 +16,17 @@ def draw():
 
 
 def test_seed_everything_is_reproducible():
-    io.seed_everything(3)
+    seeding.seed_everything(3)
     a = draw()
-    io.seed_everything(3)
+    seeding.seed_everything(3)
     assert draw() == a
-    io.seed_everything(4)
+    seeding.seed_everything(4)
     assert draw() != a
 
 
 def test_atomic_write_leaves_no_temporary_file(tmp_path):
     target = tmp_path / "sub" / "x.json"
-    io.write_json(target, {"a": np.float32(1.5), "b": float("nan"), "c": float("inf"),
+    files.write_json(target, {"a": np.float32(1.5), "b": float("nan"), "c": float("inf"),
                            "d": torch.tensor(2), "e": (1, 2), "p": paths.ROOT})
     assert json.loads(target.read_text()) == {"a": 1.5, "b": None, "c": "inf", "d": 2,
                                               "e": [1, 2], "p": str(paths.ROOT)}
@@ -35,13 +35,13 @@ def test_atomic_write_leaves_no_temporary_file(tmp_path):
 
 def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path):
     target = tmp_path / "m.json"
-    io.write_json(target, {"ok": 1})
+    files.write_json(target, {"ok": 1})
 
     class Boom:
         pass
 
     with pytest.raises(TypeError):
-        io.write_json(target, {"bad": Boom()})
+        files.write_json(target, {"bad": Boom()})
     assert json.loads(target.read_text()) == {"ok": 1}
     assert len(list(tmp_path.iterdir())) == 1
 
@@ -50,12 +50,12 @@ def test_save_metrics_and_tables(tmp_path):
     from lsa.config import SyntheticConfig
 
     cfg = SyntheticConfig(steps=3)
-    io.save_metrics(tmp_path, {"x": 1}, cfg, started=0.0)
+    files.save_metrics(tmp_path, {"x": 1}, cfg, started=0.0)
     info = json.loads((tmp_path / "run_info.json").read_text())
     assert info["config"] == cfg.to_dict() and info["seed"] == 0
     assert info["packages"]["torch"] == torch.__version__.split("+")[0] or info["packages"]["torch"]
     assert info["wall_time_s"] > 0
-    csv, md = io.save_table(pd.DataFrame({"a": [1.23456, 2.0], "b": ["x", "y"]}), tmp_path / "t")
+    csv, md = files.save_table(pd.DataFrame({"a": [1.23456, 2.0], "b": ["x", "y"]}), tmp_path / "t")
     assert pd.read_csv(csv)["b"].tolist() == ["x", "y"]
     assert "1.235" in md.read_text()
 

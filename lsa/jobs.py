@@ -1,0 +1,307 @@
+"""The jobs that fill run folders (``lsa.runs``): one recipe per kind of run.
+
+- ``pretrain``: the profile's base model (``base``);
+- ``finetune``: one context-extension run, CE + alpha * SCE (``finetune``);
+- ``babilong_train``: BABILong, train design: the base model fine-tuned on BABILong samples
+  (``babilong``; mini, smoke);
+- ``babilong_evaluate``: BABILong, evaluate design: a finished finetune run answers the
+  benchmark's prompts (``babilong-eval``; gpu-small, paper).
+
+Each takes the resolved configuration and a ``Run`` from ``pipe.runs``, returns the run's
+folder, and reuses a finished one. ``ensure`` makes a run and whatever it needs, in order (the
+notebooks run alone use it; the pipeline makes each run a job of its own:
+``python -m lsa <kind> --config-file ... --run NAME --expect-id ID``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from lsa.config import PipelineConfig
+from lsa.data.corpus import Corpus, book_texts, load_corpus_for, prepare_corpus
+from lsa.files import save_metrics, write_json
+from lsa.runs import Run, mark_finished
+from lsa.seeding import seed_everything
+
+
+def pretrain(pipe: PipelineConfig, run: Run | None = None, progress: bool = True) -> Path:
+    """The base model of the profile: a scratch Llama pretrained at ``base_window`` on the
+    training books (a downloaded base model is only evaluated). Reused when finished."""
+    from lsa.evaluate.perplexity import perplexity
+    from lsa.models import base_tokenizer, build_base_model, count_parameters
+    from lsa.train import Objective, train
+
+    run = run or pipe.runs.base
+    cfg = pipe.pretrain
+    folder = run.folder
+    if run.finished:
+        return folder
+    started = time.time()
+    seed_everything(cfg.seed)
+    corpus = prepare_corpus(cfg.data, base_tokenizer(pipe))
+    model = build_base_model(pipe, corpus.tokenizer)
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus.tokenizer.save_pretrained(folder / "tokenizer")
+    if cfg.model.source == "scratch":
+        summary = train(model, corpus.streams["train"], folder, cfg.optim,
+                        Objective(l_train=cfg.model.base_window), cfg.seed,
+                        run_config=run.identity, progress=progress)
+    else:  # a downloaded model is used where it lies (see lsa.models.base_model_path)
+        summary = {"steps": 0, "note": f"base model from source {cfg.model.source}"}
+    # both windows on the same tokens: eval_max_chunks chunks of 2 x base_window
+    ppl = perplexity(model, corpus.streams["validation"],
+                     [cfg.model.base_window, 2 * cfg.model.base_window],
+                     max_chunks=cfg.eval_max_chunks)
+    metrics = {"run": "base", "data_source": corpus.source,
+               "parameters": count_parameters(model), "vocab_size": len(corpus.tokenizer),
+               "tokens": {k: len(v) for k, v in corpus.streams.items()},
+               "validation_perplexity": ppl, "train": summary}
+    save_metrics(folder, metrics, run.identity, started=started)
+    mark_finished(folder, summary)
+    return folder
+
+
+def _require_finished(pipe: PipelineConfig, runs: tuple[Run, ...]) -> None:
+    """An error that says what to run first when a run's inputs are not finished."""
+    for need in runs:
+        if not need.finished:
+            how = " ".join(need.command)
+            raise FileNotFoundError(f"{need.describe()} {need.folder} is not finished: run "
+                                    f"`python -m lsa {how} --profile {pipe.profile}` first")
+
+
+def _start(pipe: PipelineConfig, run: Run) -> tuple[Corpus, float]:
+    """Seeded start of a run from the finished base model: its corpus and the start time."""
+    _require_finished(pipe, run.needs)
+    started = time.time()
+    seed_everything(run.spec.seed)
+    return load_corpus_for(pipe.runs.base.folder, pipe.pretrain.data), started
+
+
+def finetune(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
+    """One context-extension run: base model + method at its ``l_train``, trained with
+    CE + alpha * SCE, then perplexity at every evaluation length and the misalignment metric on
+    the test books (``misalignment``: the paper's, both contexts at least l_train / 2 tokens;
+    ``misalignment_all``: every overlap position; one forward pass per sample for both). Reused
+    when finished."""
+    from lsa.evaluate.perplexity import perplexity
+    from lsa.misalign import misalignment_metrics
+    from lsa.models import build_for_run, count_parameters
+    from lsa.train import Objective, train
+
+    pcfg, fcfg, spec = pipe.pretrain, pipe.finetune, run.spec
+    folder = run.folder
+    if run.finished:
+        return folder
+    corpus, started = _start(pipe, run)
+    l_train = fcfg.l_train_of(spec)
+    model, method = build_for_run(pipe, spec, l_train)
+    objective = Objective(l_train=l_train, alpha=spec.alpha,
+                          l_extra_setting=spec.l_extra_setting, ce_on=spec.ce_on,
+                          divergence=spec.divergence, reduce_terms=fcfg.reduce_terms,
+                          detach=fcfg.detach, positions=fcfg.positions,
+                          chunk_size=fcfg.chunk_size)
+    optim = replace(fcfg.optim, lr=spec.lr or (fcfg.lora_lr if method.lora else fcfg.optim.lr),
+                    steps=spec.steps or fcfg.optim.steps)
+    summary = train(model, corpus.streams["train"], folder, optim, objective, spec.seed,
+                    run_config=run.identity, progress=progress)
+    test = corpus.streams["test"]
+    ppl = perplexity(model, test, fcfg.eval_lengths(spec), max_chunks=fcfg.eval_max_chunks)
+    metric = misalignment_metrics(model, test, l_train, fcfg.metric_samples,
+                                  positions=("paper", "all"), seed=spec.seed)
+    metrics = {"run": run.name, "method": spec.method, "alpha": spec.alpha, "seed": spec.seed,
+               "l_train": l_train, "base_window": pcfg.model.base_window,
+               "lr": optim.lr, "steps": optim.steps,
+               "trainable_parameters": count_parameters(model, trainable_only=True),
+               "data_source": corpus.source, "perplexity": ppl,
+               **{key: {"mean": res.mean, "stderr": res.stderr, "n": res.n, "positions": pos}
+                  for key, pos, res in (("misalignment", "paper", metric["paper"]),
+                                        ("misalignment_all", "all", metric["all"]))},
+               "train": summary}
+    save_metrics(folder, metrics, run.identity, started=started)
+    mark_finished(folder, summary)
+    return folder
+
+
+def babilong_train(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
+    """BABILong, train design: the base model extended by the configured method to
+    ``l_train``, fine-tuned on BABILong samples built from the training books (CE of window B +
+    the answers' CE, + alpha * SCE), then accuracy by task x length and the depth grid, on
+    samples built from the test books. Reused when finished."""
+    from lsa.data.babi import load_babi
+    from lsa.data.babilong import BabilongStream, split_sentences
+    from lsa.data.books import load_books
+    from lsa.evaluate.babilong import evaluate_grid
+    from lsa.models import build_for_run
+    from lsa.train import Objective, train
+
+    pcfg, bcfg, spec = pipe.pretrain, pipe.babilong, run.spec
+    folder = run.folder
+    if run.finished:
+        return folder
+    corpus, started = _start(pipe, run)
+    texts, _ = load_books(pcfg.data.books_dir)
+    train_hay = [s for book in texts["train"].values() for s in split_sentences(book)]
+    test_hay = [s for book in texts["test"].values() for s in split_sentences(book)]
+
+    def short(samples):  # the stories the configuration keeps
+        return [s for s in samples if bcfg.max_facts is None or len(s.facts) <= bcfg.max_facts]
+
+    train_samples, sources = [], {}
+    for task in bcfg.tasks:
+        samples, sources[task] = load_babi(task, "train", None, seed=spec.seed)
+        train_samples.extend(short(samples)[:bcfg.train_samples])
+    stream = BabilongStream(train_samples, train_hay, corpus.streams["train"], corpus.tokenizer,
+                            l_train=bcfg.l_train).keep_fitting(int(0.8 * bcfg.l_train))
+    model, _ = build_for_run(pipe, spec, bcfg.l_train)
+    objective = Objective(l_train=bcfg.l_train, alpha=spec.alpha, ce_on="b",
+                          answer_weight=bcfg.answer_weight)
+    summary = train(model, stream, folder, bcfg.optim, objective, spec.seed,
+                    run_config=run.identity, progress=progress)
+    test = {task: short(load_babi(task, "test", None, seed=1000 + spec.seed)[0])
+            for task in bcfg.tasks}
+    lengths = [m * bcfg.l_train for m in bcfg.eval_multiples]
+    rows = evaluate_grid(model, corpus.tokenizer, test, test_hay, lengths, bcfg.test_samples,
+                         seed=spec.seed, max_new_tokens=bcfg.max_new_tokens, scorer=bcfg.scorer,
+                         batch_size=bcfg.eval_batch_size)
+    depth_rows = evaluate_grid(model, corpus.tokenizer, {bcfg.depth_task: test[bcfg.depth_task]},
+                               test_hay, [bcfg.depth_multiple * bcfg.l_train],
+                               bcfg.test_samples, seed=spec.seed, depths=list(bcfg.depths),
+                               max_new_tokens=bcfg.max_new_tokens, scorer=bcfg.scorer,
+                               batch_size=bcfg.eval_batch_size)
+    trained_on = {t: sum(s.task == t for s in stream.samples) for t in bcfg.tasks}
+    metrics = {"run": run.name, "method": spec.method, "alpha": spec.alpha, "seed": spec.seed,
+               "l_train": bcfg.l_train, "babi_source": sources, "train_samples": trained_on,
+               "scorer": bcfg.scorer,
+               "accuracy": rows, "depth": depth_rows, "train": summary}
+    save_metrics(folder, metrics, run.identity, started=started)
+    mark_finished(folder, summary)
+    return folder
+
+
+def load_finetuned(pipe: PipelineConfig, run: Run):
+    """A finished fine-tuning run's model, rebuilt as it was trained (the method's RoPE and
+    attention, CLEX module, LoRA adapters: ``lsa.models.build_for_run``) with the weights its
+    ``model/`` holds, in eval mode on the GPU when there is one; and the base model's
+    tokenizer. Returns (model, tokenizer)."""
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    from lsa.models import build_for_run
+
+    folder = run.folder
+    if not run.finished:
+        raise FileNotFoundError(f"the fine-tuning run {folder} is not finished: run "
+                                f"`python -m lsa finetune --run {run.name} --profile "
+                                f"{pipe.profile}` first")
+    model, method = build_for_run(pipe, run.spec, pipe.finetune.l_train_of(run.spec))
+    files = sorted((folder / "model").glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{folder / 'model'} holds no .safetensors weights")
+    if method.lora:  # peft saved the adapters (and any modules_to_save) only
+        from peft import set_peft_model_state_dict
+
+        lora_missing: set[str] | None = None
+        for file in files:
+            result = set_peft_model_state_dict(model, load_file(file))
+            if result.unexpected_keys:
+                raise ValueError(f"{file}: weights the rebuilt model lacks: "
+                                 f"{result.unexpected_keys[:5]}")
+            missing_here = {k for k in result.missing_keys if "lora_" in k}
+            lora_missing = missing_here if lora_missing is None else lora_missing & missing_here
+        if lora_missing:
+            raise ValueError(f"{folder / 'model'} lacks LoRA weights: {sorted(lora_missing)[:5]}")
+    else:
+        expected = set(model.state_dict())
+        loaded: set[str] = set()
+        for file in files:  # shard by shard: one shard in memory at a time
+            shard = load_file(file)
+            unexpected = sorted(set(shard) - expected)
+            if unexpected:
+                raise ValueError(f"{file}: weights the rebuilt model lacks: {unexpected[:5]}")
+            model.load_state_dict(shard, strict=False)
+            loaded.update(shard)
+        tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+        missing = sorted(expected - loaded - tied)
+        if missing:
+            raise ValueError(f"{folder / 'model'} lacks weights of the model: {missing[:5]}")
+    if torch.cuda.is_available() and not method.quantize_4bit:  # NF4 weights: placed on load
+        model = model.to("cuda")
+    model.eval()
+    base = pipe.runs.base
+    _require_finished(pipe, (base,))
+    tokenizer = AutoTokenizer.from_pretrained(base.folder / "tokenizer")
+    return model, tokenizer
+
+
+def babilong_evaluate(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
+    """BABILong, evaluate design (gpu-small, paper; the paper's Sec. 5.4): the finished
+    fine-tuning run ``run.needs[0]`` answers BABILong samples built from the test books with
+    the benchmark's own prompts (``lsa.evaluate.babilong_prompts``), greedy decoding: accuracy
+    by task x ``eval_lengths``, and ``depth_task`` by ``eval_depths`` at
+    ``eval_depth_length``. Lengths (context + question) are measured in the evaluated model's
+    tokens; every evaluated run sees the same samples. Its folder follows the run layout
+    (``train_summary.json`` last, with no training); reused when finished."""
+    from lsa.data.babi import load_babi
+    from lsa.data.babilong import split_sentences
+    from lsa.evaluate.babilong import evaluate_grid
+    from lsa.evaluate.babilong_prompts import locate_prompts, read_prompts
+
+    pcfg, bcfg, fcfg = pipe.pretrain, pipe.babilong, pipe.finetune
+    (finetuned,) = run.needs
+    folder = run.folder
+    if run.finished:
+        return folder
+    prompts = read_prompts(locate_prompts(bcfg.prompts_file), bcfg.tasks)  # before any model
+    started = time.time()
+    seed_everything(pipe.seed)
+    model, tokenizer = load_finetuned(pipe, finetuned)
+    spec = finetuned.spec
+    texts, books_source = book_texts(pcfg.data, ("test",))
+    haystack = [s for book in texts["test"].values() for s in split_sentences(book)]
+    test, sources = {}, {}
+    for task in bcfg.tasks:
+        test[task], sources[task] = load_babi(task, "test", None, seed=1000 + pipe.seed)
+
+    def grid(task: str, lengths: list[int], depths: list[float] | None) -> list[dict]:
+        return evaluate_grid(model, tokenizer, {task: test[task]}, haystack, lengths,
+                             bcfg.test_samples, seed=pipe.seed, depths=depths,
+                             max_new_tokens=bcfg.eval_max_new_tokens,
+                             template=prompts.template_for(task, bcfg.prompt_parts),
+                             scorer=bcfg.scorer, batch_size=bcfg.eval_batch_size,
+                             progress=progress)
+
+    rows = [row for task in bcfg.tasks for row in grid(task, list(bcfg.eval_lengths), None)]
+    depth_rows = grid(bcfg.depth_task, [bcfg.eval_depth_length], list(bcfg.eval_depths))
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "config.json", run.identity)
+    metrics = {"run": run.name, "design": "evaluate", "finetune_run": finetuned.id,
+               "method": spec.method, "alpha": spec.alpha, "seed": spec.seed,
+               "l_train": fcfg.l_train_of(spec), "base_window": pcfg.model.base_window,
+               "babi_source": sources, "books_source": books_source,
+               "prompts": prompts.provenance(bcfg.prompt_parts),
+               "max_new_tokens": bcfg.eval_max_new_tokens, "accuracy": rows, "depth": depth_rows}
+    save_metrics(folder, metrics, run.identity, started=started)
+    mark_finished(folder, {"steps": 0, "evaluated": finetuned.id,
+                           "wall_time_s": round(time.time() - started, 2)})
+    return folder
+
+
+JOBS = {"base": pretrain, "finetune": finetune, "babilong": babilong_train,
+        "babilong-eval": babilong_evaluate}
+
+
+def run_job(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
+    """The job of ``run``'s kind (its inputs must be finished)."""
+    return JOBS[run.kind](pipe, run, progress=progress)
+
+
+def ensure(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
+    """``run`` and, first, every run it needs that is not finished yet."""
+    for need in run.needs:
+        ensure(pipe, need, progress)
+    return run.folder if run.finished else run_job(pipe, run, progress)

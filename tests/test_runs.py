@@ -1,0 +1,137 @@
+"""Runs as objects (lsa/runs.py): ids, folders, the finished marker, reading without torch."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from lsa.config import ConfigError, from_mapping, load_config
+from lsa.files import write_json
+from lsa.runs import FINISHED, KINDS, mark_finished, read_log
+
+from conftest import ROOT
+
+
+def test_ids_are_the_ones_of_before_the_run_objects():
+    """Run ids name folders that already exist: the same configuration keeps its ids (these
+    were computed by the code before ``lsa.runs.Run``, commit 89e0c63)."""
+    smoke = from_mapping({"profile": "smoke"}).runs
+    assert smoke.base.id == "base-7149dd109a"
+    assert smoke.finetune["pi_a0.1_s0"].id == "pi_a0.1_s0-bedb847bf6"
+    assert smoke.babilong["babilong_pi_a0_s0"].id == "babilong_pi_a0_s0-0e38a0536a"
+    evaluate = from_mapping({"profile": "smoke", "seed": 1,
+                             "defaults": {"babilong": {"design": "evaluate"}}}).runs
+    assert evaluate.base.id == "base-ee8ddf8577"
+    assert evaluate.finetune["clex_a0_s0"].id == "clex_a0_s0-e0e387ed20"
+    assert evaluate.babilong_eval["clex_a0_s0"].id == "babilong-eval_clex_a0_s0-2741d27d9d"
+
+
+def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
+    pipe = load_config(profile="smoke")
+    runs = pipe.runs
+    assert pipe.runs is runs  # built once per configuration
+    every = list(runs)
+    assert every[0] is runs.base and {r.kind for r in every} == {"base", "finetune", "babilong"}
+    assert len({r.id for r in every}) == len(every)
+    assert [r.name for r in runs.finetune.values()] == [s.name for s in pipe.finetune.run_specs()]
+    pi = runs.get("finetune", "pi_a0.1_s0")
+    assert pi.needs == (runs.base,) and pi.spec.alpha == 0.1 and pi.spec.method == "pi"
+    assert pi.identity["base"] == runs.base.id and pi.identity["run"] == pi.spec.to_dict()
+    assert pi.folder == out_root / "results" / "smoke" / "runs" / pi.id
+    assert pi.command == ["finetune", "--run", "pi_a0.1_s0"] and runs.base.command == ["pretrain"]
+    assert pi.job == "finetune_pi_a0.1_s0" and runs.base.job == "base_model"
+    assert runs.used_by(["babilong"]) == list(runs.babilong.values())
+    with pytest.raises(ConfigError, match="finetune.runs: no run named 'pi_a9_s0'"):
+        runs.get("finetune", "pi_a9_s0")
+    with pytest.raises(ConfigError, match="run kind 'train'"):
+        runs.get("train", "x")
+    assert set(KINDS) == {"base", "finetune", "babilong", "babilong-eval"}
+
+
+def test_a_run_is_finished_by_its_marker_written_last(out_root):
+    run = load_config(profile="smoke").runs.finetune["pi_a0_s0"]
+    assert not run.finished and run.log() == [] and run.config() is None
+    (run.folder / "checkpoint").mkdir(parents=True)
+    (run.folder / "metrics.jsonl").write_text('{"step": 1, "ce": 2.0}\n\n{"step": 2, "ce": 1.5}\n')
+    write_json(run.folder / "metrics.json", {"run": run.name})
+    assert not run.finished
+    mark_finished(run.folder, {"steps": 2})
+    assert run.finished and run.summary() == {"steps": 2} and (run.folder / FINISHED).exists()
+    assert not (run.folder / "checkpoint").exists()  # no longer needed
+    assert [r["step"] for r in run.log()] == [1, 2] == [r["step"] for r in read_log(run.folder)]
+    assert run.metrics() == {"run": run.name}
+
+
+def test_a_job_fails_when_its_id_is_not_the_one_the_pipeline_expects(capsys):
+    from lsa.__main__ import main
+
+    code = main(["finetune", "--profile", "smoke", "--run", "pi_a0_s0", "--expect-id",
+                 "pi_a0_s0-0000000000"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "the pipeline expects run folder pi_a0_s0-0000000000" in err
+    assert "config/config.yaml (profile smoke, seed 0) gives pi_a0_s0-" in err
+    assert "rerun snakemake" in err
+
+
+READ_RESULTS = """
+import sys
+from lsa import analysis, pipeline
+from lsa.config import load_config
+from lsa.files import write_json
+from lsa.runs import mark_finished
+
+for profile in ("smoke", "gpu-small"):
+    pipe = load_config(profile=profile)
+    for run in pipe.runs:  # finished folders with the fields the readers use
+        spec = run.spec
+        write_json(run.folder / "metrics.json", {
+            "l_train": 128, "perplexity": {"128": {"ppl": 5.0, "nll": 1.6, "tokens": 9}},
+            "misalignment": {"mean": 1.0, "stderr": 0.1}, "accuracy": [], "depth": [],
+            "babi_source": {}, "train_samples": {}, "finetune_run": "x",
+            **({"method": spec.method, "alpha": spec.alpha, "seed": spec.seed} if spec else {})})
+        (run.folder / "metrics.jsonl").write_text('{"step": 1, "ce": 2.0}\\n')
+        mark_finished(run.folder, {"steps": 1})
+    analysis.collect_runs(pipe)
+    analysis.curves(pipe)
+    analysis.collect_babilong(pipe)
+    analysis.babilong_sources(pipe)
+    pipeline.check_runs(pipe)
+print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
+"""
+
+
+def test_reading_results_imports_no_torch(out_root):
+    out = subprocess.run([sys.executable, "-c", READ_RESULTS], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_run_identities_need_no_torch():
+    code = ("import sys; from lsa.config import load_config; "
+            "[r.folder for p in ('smoke', 'mini', 'gpu-small', 'paper') "
+            "for r in load_config(profile=p).runs]; "
+            "import lsa.runs, lsa.analysis, lsa.pipeline, lsa.notebook; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_the_config_json_of_a_run_is_its_identity(out_root):
+    run = load_config(profile="smoke").runs.babilong["babilong_pi_a0.1_s0"]
+    assert "alphas" not in run.identity and run.identity["run"]["ce_on"] == "b"
+    write_json(run.folder / "config.json", run.identity)
+    assert run.config() == json.loads(json.dumps(run.identity))
+
+
+def test_cli_lists_every_run(capsys):
+    from lsa.__main__ import main
+
+    assert main(["config", "--profile", "smoke", "--runs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    pipe = load_config(profile="smoke")
+    assert len(lines) == len(list(pipe.runs))
+    assert lines[0].split()[:3] == ["base", "base", pipe.runs.base.id]
