@@ -20,10 +20,11 @@ from typing import Any
 from lsa import paths
 from lsa.runs import FINISHED, runs_root
 
-#: job-name prefixes -> kind, first match wins
-KINDS = (("base_model", "base model"), ("finetune_", "fine-tuning run"),
-         ("babilong-eval_", "BABILong evaluation"), ("babilong_", "BABILong run"),
-         ("section_", "notebook"))
+#: kind -> the prefix of its Snakemake job names and of its run folders' names (first match
+#: wins; a run folder matching none is a fine-tuning run, a job matching none is "other")
+KINDS = (("base model", "base_model", "base-"), ("fine-tuning run", "finetune_", None),
+         ("BABILong evaluation", "babilong-eval_", "babilong-eval_"),
+         ("BABILong run", "babilong_", "babilong_"), ("notebook", "section_", None))
 
 
 def logs_dir(profile: str) -> Path:
@@ -34,11 +35,13 @@ def reproduce_file(profile: str) -> Path:
     return logs_dir(profile) / "reproduce.json"
 
 
-def kind_of(job: str) -> str:
-    for prefix, kind in KINDS:
-        if job.startswith(prefix):
+def kind_of(name: str, folder: bool = False) -> str:
+    """The kind of a Snakemake job name, or of a run folder's name (``folder=True``)."""
+    for kind, job_prefix, folder_prefix in KINDS:
+        prefix = folder_prefix if folder else job_prefix
+        if prefix and name.startswith(prefix):
             return kind
-    return "other"
+    return "fine-tuning run" if folder else "other"
 
 
 def job_times(profile: str) -> list[dict[str, Any]]:
@@ -94,14 +97,12 @@ def breakdown(profile: str) -> list[dict[str, Any]]:
         agg["jobs"] += 1
         agg["wall_s"] += row["wall_s"]
     for name, split in splits.items():
-        kind = ("base model" if name.startswith("base-") else
-                "BABILong evaluation" if name.startswith("babilong-eval_") else
-                "BABILong run" if name.startswith("babilong_") else "fine-tuning run")
+        kind = kind_of(name, folder=True)
         if kind in by_kind:
             by_kind[kind]["train_s"] += split["train_s"]
             by_kind[kind]["evaluation_s"] += split["evaluation_s"]
     out = []
-    for kind in [k for _, k in KINDS] + ["other"]:
+    for kind in [k for k, _, _ in KINDS] + ["other"]:
         if kind in by_kind:
             agg = by_kind[kind]
             agg["mean_wall_s"] = agg["wall_s"] / agg["jobs"]
