@@ -134,7 +134,6 @@ def babilong_train(pipe: PipelineConfig, run: Run, progress: bool = True) -> Pat
     samples built from the test books. Reused when finished."""
     from lsa.data.babi import load_babi
     from lsa.data.babilong import BabilongStream, split_sentences
-    from lsa.data.books import load_books
     from lsa.evaluate.babilong import evaluate_grid
     from lsa.models import build_for_run
     from lsa.train import Objective, train
@@ -144,7 +143,7 @@ def babilong_train(pipe: PipelineConfig, run: Run, progress: bool = True) -> Pat
     if run.finished:
         return folder
     corpus, started = _start(pipe, run)
-    texts, _ = load_books(pcfg.data.books_dir)
+    texts, _ = book_texts(pcfg.data, ("train", "test"))  # the corpus's own book source
     train_hay = [s for book in texts["train"].values() for s in split_sentences(book)]
     test_hay = [s for book in texts["test"].values() for s in split_sentences(book)]
 
