@@ -10,6 +10,8 @@
     python -m lsa babilong --run NAME [--profile P]     one BABILong fine-tuning run (train design)
     python -m lsa babilong-eval --run NAME [--profile P]
                                                         a finetune run on BABILong (evaluate design)
+    python -m lsa probe    --run NAME [--profile P]     a model of the Table 1 population that
+                                                        is not a fine-tuning run (base, RoPE, ...)
     python -m lsa bench    misalign [--quick]           cost of CE + SCE vs CE only
     python -m lsa timings  [--profile P]                where a profile's time went
     python -m lsa publish  [--profile P]                snapshot into docs/results/ (committed)
@@ -128,8 +130,8 @@ def job_run(args):
 
 
 def _job(args) -> int:
-    """One run of the kind named by the subcommand (pretrain, finetune, babilong or
-    babilong-eval)."""
+    """One run of the kind named by the subcommand (pretrain, finetune, babilong,
+    babilong-eval or probe)."""
     pipe, run = job_run(args)
     from lsa.jobs import run_job
 
@@ -195,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, helptext in (("pretrain", "train or load the base model"),
                            ("finetune", "one context-extension run"),
                            ("babilong", "one BABILong fine-tuning run (train design)"),
-                           ("babilong-eval", "evaluate a finetune run on BABILong")):
+                           ("babilong-eval", "evaluate a finetune run on BABILong"),
+                           ("probe", "measure a model of the Table 1 population")):
         p = sub.add_parser(name, help=helptext)
         _profile_options(p)
         p.add_argument("--no-progress", action="store_true")

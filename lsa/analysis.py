@@ -3,9 +3,10 @@
 Runs are read through ``pipe.runs`` (``lsa.runs``): reading results imports no torch.
 
 Seed noise: the regularizer's effect on a quantity is the mean over seeds of the paired
-difference (alpha run minus CE run, same seed, same data order); its noise is the standard
-deviation of those differences. A direction *agrees* when the mean difference goes the paper's
-way by more than one noise unit (with one seed: by any amount, flagged as one seed).
+difference (alpha run minus CE run, same seed, same data order), with the 95 % Student t
+interval of that mean (``lsa.stats.paired_interval``). A direction *agrees* when the interval
+lies on the paper's side of 0, *disagrees* when it lies on the other, and is *inconclusive*
+when it contains 0 (always with one seed).
 """
 
 from __future__ import annotations
@@ -28,53 +29,90 @@ def loss_label(alpha: float) -> str:
     return "CE" if alpha == 0 else f"CE+{alpha:g}*SCE"
 
 
-def collect_runs(pipe: PipelineConfig) -> pd.DataFrame:
-    """One row per finished fine-tuning run: method, alpha, seed, perplexities by multiple of
-    the training window, long-window perplexity, misalignment metric (``misalignment``: the
-    paper's positions, both contexts >= l_train / 2; ``misalignment_all``: every overlap
-    position), final training losses."""
+DIVERGENCE_LABELS = {"sce": "SCE", "jeffreys": "Jeffreys", "entropy": "entropy"}
+#: the parts of the misalignment every run and probe reports (``lsa.jobs.lm_metrics``)
+PARTS = ("jeffreys", "entropy", "l2", "tv", "top1_change")
+
+
+def setting_label(spec) -> str:
+    """A run's training setting in words, without method and seed: ``CE``, ``SCE 0.1``,
+    ``Jeffreys 1``, ``CE (both windows)``, ``SCE 0.1, l_extra 4``, ``CE, 75 steps``."""
+    label = "CE" if spec.alpha == 0 else f"{DIVERGENCE_LABELS[spec.divergence]} {spec.alpha:g}"
+    if spec.ce_on != "a":
+        label += " (both windows)" if spec.ce_on == "both" else f" (CE on {spec.ce_on})"
+    if spec.l_extra_setting != 1:
+        label += f", l_extra {spec.l_extra_setting}"
+    if spec.steps is not None:
+        label += f", {spec.steps} steps"
+    return label
+
+
+def measured_row(metrics: dict[str, Any], l_train: int) -> dict[str, Any]:
+    """The protocol's numbers of one model (a fine-tuning run or a probe): perplexity by
+    multiple of ``l_train`` and the long-window perplexity (2x and longer, token-weighted),
+    the misalignment and its parts (NaN where a run predates them)."""
+    row: dict[str, Any] = {}
+    long_nll, long_tokens = 0.0, 0
+    for length, value in metrics["perplexity"].items():
+        mult = int(length) // l_train
+        row[f"ppl_{mult}x"] = value["ppl"]
+        row[f"nll_{mult}x"] = value["nll"]
+        if mult > 1:
+            long_nll += value["nll"] * value["tokens"]
+            long_tokens += value["tokens"]
+    row["ppl_long"] = math.exp(long_nll / long_tokens) if long_tokens else math.nan
+    longest = max(int(k) for k in metrics["perplexity"]) // l_train
+    row["ppl_growth"] = row[f"ppl_{longest}x"] / row["ppl_1x"]  # longest window / 1x
+    # runs from before the paper's positions hold one value, over every overlap position
+    paper_mis = metrics["misalignment"] if "misalignment_all" in metrics else {}
+    all_mis = metrics.get("misalignment_all", metrics["misalignment"])
+    row["misalignment"] = paper_mis.get("mean", math.nan)
+    row["misalignment_se"] = paper_mis.get("stderr", math.nan)
+    row["misalignment_all"] = all_mis["mean"]
+    row["misalignment_all_se"] = all_mis["stderr"]
+    for part in PARTS:
+        row[part] = metrics.get(part, {}).get("mean", math.nan)
+    return row
+
+
+def collect_runs(pipe: PipelineConfig, names: list[str] | None = None) -> pd.DataFrame:
+    """One row per finished fine-tuning run (``names``: these runs; default the Section
+    5.1-5.2 grid and explicit runs): method, alpha, seed, setting (``setting_label``),
+    perplexities by multiple of the training window, long-window perplexity, misalignment
+    metric (``misalignment``: the paper's positions, both contexts >= l_train / 2;
+    ``misalignment_all``: every overlap position) and its parts, final training losses,
+    training wall time."""
     rows = []
-    for run in pipe.runs.finetune.values():
+    for name in pipe.runs.grid if names is None else names:
+        run = pipe.runs.finetune[name]
         if not run.finished:
             continue
         m, log, spec = run.metrics(), run.log(), run.spec
-        l_train = m["l_train"]
         row: dict[str, Any] = {"run": run.name, "method": spec.method, "alpha": spec.alpha,
                                "loss": loss_label(spec.alpha), "seed": spec.seed,
-                               "l_train": l_train}
-        long_nll, long_tokens = 0.0, 0
-        for length, value in m["perplexity"].items():
-            mult = int(length) // l_train
-            row[f"ppl_{mult}x"] = value["ppl"]
-            if mult > 1:
-                long_nll += value["nll"] * value["tokens"]
-                long_tokens += value["tokens"]
-        row["ppl_long"] = math.exp(long_nll / long_tokens) if long_tokens else math.nan
-        longest = max(int(k) for k in m["perplexity"]) // l_train
-        row["ppl_growth"] = row[f"ppl_{longest}x"] / row["ppl_1x"]  # longest window / 1x
-        # runs from before the paper's positions hold one value, over every overlap position
-        paper_mis = m["misalignment"] if "misalignment_all" in m else {}
-        all_mis = m.get("misalignment_all", m["misalignment"])
-        row["misalignment"] = paper_mis.get("mean", math.nan)
-        row["misalignment_se"] = paper_mis.get("stderr", math.nan)
-        row["misalignment_all"] = all_mis["mean"]
-        row["misalignment_all_se"] = all_mis["stderr"]
+                               "setting": setting_label(spec), "divergence": spec.divergence,
+                               "ce_on": spec.ce_on, "l_extra_setting": spec.l_extra_setting,
+                               "steps": m.get("steps"), "l_train": m["l_train"]}
+        row.update(measured_row(m, m["l_train"]))
         tail = log[-max(1, len(log) // 5):]  # the last fifth of training
         row["final_ce"] = float(np.mean([r["ce"] for r in tail])) if tail else math.nan
         row["trainable_parameters"] = m.get("trainable_parameters")
+        row["train_wall_s"] = run.summary().get("wall_time_s", math.nan)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def curves(pipe: PipelineConfig) -> pd.DataFrame:
-    """Training logs of every finished run, long format (run, method, alpha, seed, step, ...)."""
+def curves(pipe: PipelineConfig, names: list[str] | None = None) -> pd.DataFrame:
+    """Training logs of every finished run (``names``; default the grid), long format (run,
+    method, alpha, seed, setting, step, ...)."""
     frames = []
-    for run in pipe.runs.finetune.values():
+    for name in pipe.runs.grid if names is None else names:
+        run = pipe.runs.finetune[name]
         if run.finished:
             spec = run.spec
             frames.append(pd.DataFrame(run.log()).assign(
                 run=run.name, method=spec.method, alpha=spec.alpha, loss=loss_label(spec.alpha),
-                seed=spec.seed))
+                seed=spec.seed, setting=setting_label(spec)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -87,33 +125,41 @@ def by_method(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 def paired_effect(runs: pd.DataFrame, column: str, alpha: float) -> pd.DataFrame:
     """Per method: mean over seeds of (value at ``alpha`` - value at alpha 0), its noise (std
-    of the paired differences) and the number of seeds."""
+    of the paired differences), its 95 % t interval (``lsa.stats.paired_interval``: ``low``,
+    ``high``; NaN with one seed) and the number of seeds. Only the grid's plain settings
+    (``CE`` and ``SCE alpha``) are compared."""
+    from lsa.stats import paired_interval
+
     rows = []
-    for method, sub in runs.groupby("method"):
+    plain = runs[runs["setting"].isin(["CE", f"SCE {alpha:g}"])] if "setting" in runs else runs
+    for method, sub in plain.groupby("method"):
         base = sub[sub["alpha"] == 0].set_index("seed")[column]
         reg = sub[np.isclose(sub["alpha"], alpha)].set_index("seed")[column]
         seeds = base.index.intersection(reg.index)
         if len(seeds) == 0:
             continue
         diff = (reg[seeds] - base[seeds]).to_numpy(dtype=float)
+        ci = paired_interval(reg[seeds].to_numpy(dtype=float), base[seeds].to_numpy(dtype=float))
         rows.append({"method": method, "column": column, "alpha": alpha,
                      "baseline": float(base[seeds].mean()), "regularized": float(reg[seeds].mean()),
                      "delta": float(diff.mean()),
                      "noise": float(diff.std(ddof=1)) if len(diff) > 1 else math.nan,
+                     "low": ci.low, "high": ci.high,
                      "wins": int((diff < 0).sum()), "seeds": len(seeds)})
     return pd.DataFrame(rows)
 
 
-def direction_verdict(delta: float, noise: float, seeds: int, lower_is_paper: bool = True) -> str:
-    """'agrees' / 'disagrees' when the mean paired difference exceeds one noise unit in the
-    paper's / the other direction; 'inconclusive' within the noise."""
-    if seeds == 0 or math.isnan(delta):
+def direction_verdict(low: float, high: float, seeds: int, lower_is_paper: bool = True) -> str:
+    """'agrees' / 'disagrees' when the 95 % interval of the mean paired difference lies on the
+    paper's / the other side of 0; 'inconclusive' when it contains 0 or there is one seed."""
+    if seeds == 0:
         return "not run"
-    good = delta < 0 if lower_is_paper else delta > 0
-    margin = 0.0 if seeds < 2 or math.isnan(noise) else noise
-    if abs(delta) <= margin:
+    if seeds < 2 or not (math.isfinite(low) and math.isfinite(high)):
         return "inconclusive"
-    return "agrees" if good else "disagrees"
+    if low <= 0 <= high:
+        return "inconclusive"
+    below = high < 0
+    return "agrees" if below == lower_is_paper else "disagrees"
 
 
 def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec. 5.2"
@@ -136,14 +182,16 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
                                  f"({reg.value - ce.value:+.2f})", reg.grade)
         else:
             paper_text, grade = "not in the paper's tables (expected lower)", "?"
-        note = "1 seed" if row.seeds < 2 else f"{row.seeds} seeds, noise {fmt(row.noise)}"
+        note = ("1 seed: no interval, no verdict" if row.seeds < 2 else
+                f"{row.seeds} seeds, 95 % t interval of the paired difference "
+                f"[{row.low:+.3g}, {row.high:+.3g}]")
         claims.append(Claim(
             f"S5.{i}", section,
             f"CE + {alpha:g} misalign lowers long-window perplexity ({method})",
             paper_text, grade,
             f"PPL {fmt(row.baseline, 4)} -> {fmt(row.regularized, 4)} ({row.delta:+.3g}); "
             f"lower in {row.wins}/{row.seeds} seed(s)",
-            direction_verdict(row.delta, row.noise, row.seeds),  # type: ignore[arg-type]
+            direction_verdict(row.low, row.high, row.seeds),  # type: ignore[arg-type]
             f"long window = 2x and 4x l_train, token-weighted; {note}"))
     growth = paired_effect(runs, "ppl_growth", alpha)
     for row in growth.itertuples():
@@ -153,8 +201,9 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
             "not in the paper (a reading of ours)", "?",
             f"PPL(longest) / PPL(1x) {row.baseline:.3f} -> {row.regularized:.3f}; "
             f"lower in {row.wins}/{row.seeds} seed(s)",
-            direction_verdict(row.delta, row.noise, row.seeds),  # type: ignore[arg-type]
-            "longest window = the largest evaluation multiple of l_train"))
+            direction_verdict(row.low, row.high, row.seeds),  # type: ignore[arg-type]
+            "longest window = the largest evaluation multiple of l_train; 95 % t interval "
+            f"of the paired difference [{row.low:+.3g}, {row.high:+.3g}]"))
     n = len(claims)
     for j, row in enumerate(mis.itertuples(), start=n + 1):
         every = (f"; over every overlap position {fmt(mis_all.at[row.method, 'baseline'], 4)} "
@@ -166,8 +215,9 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
             "implied (the term is minimised)", "?",
             f"L_misalign {fmt(row.baseline, 4)} -> {fmt(row.regularized, 4)}; "
             f"lower in {row.wins}/{row.seeds} seed(s)",
-            direction_verdict(row.delta, row.noise, row.seeds),  # type: ignore[arg-type]
-            "metric on the test books, l_extra from setting 1, over the overlap positions "
+            direction_verdict(row.low, row.high, row.seeds),  # type: ignore[arg-type]
+            f"interval [{row.low:+.3g}, {row.high:+.3g}]; metric on the test books, l_extra "
+            "from setting 1, over the overlap positions "
             f"where both contexts are >= l_train / 2 tokens (the paper's l1, l2){every}"))
     return [c.to_dict() for c in claims]
 

@@ -37,7 +37,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = ["ConfigError", "PROFILES", "Profile", "PipelineConfig", "load_config", "from_mapping"]
 
-Profile = Literal["smoke", "mini", "gpu-small", "paper"]
+Profile = Literal["smoke", "mini", "mini-full", "gpu-small", "paper"]
 PROFILES: tuple[str, ...] = get_args(Profile)
 
 PROFILE_HELP = "the profile whose outputs these are (results/<profile>/)"
@@ -232,6 +232,24 @@ def grid_run_name(method: str, alpha: float, seed: int) -> str:
     return f"{method}_a{alpha:g}_s{seed}"
 
 
+def make_run(method: str, alpha: float, seed: int, *, divergence: str = "sce", ce_on: str = "a",
+             l_extra_setting: int = 1, steps: int | None = None) -> RunConfig:
+    """A fine-tuning run named by its settings: ``METHOD_aALPHA_sSEED`` (the grid's name), then
+    ``_jeffreys`` / ``_entropy`` (divergence of a regularized run), ``_ceboth``,
+    ``_lxN`` (l_extra setting N) and ``_stepsN`` where they differ from the defaults. Equal
+    settings give equal names, so the sections share their runs."""
+    if alpha == 0:
+        divergence = "sce"  # no divergence is trained: every CE-only run is the same run
+    name = grid_run_name(method, alpha, seed)
+    name += f"_{divergence}" if divergence != "sce" else ""
+    name += f"_ce{ce_on}" if ce_on != "a" else ""
+    name += f"_lx{l_extra_setting}" if l_extra_setting != 1 else ""
+    name += f"_steps{steps}" if steps is not None else ""
+    return RunConfig(name=name, method=method, alpha=alpha, seed=seed,  # type: ignore[arg-type]
+                     divergence=divergence, ce_on=ce_on,  # type: ignore[arg-type]
+                     l_extra_setting=l_extra_setting, steps=steps)
+
+
 @dataclass
 class FinetuneConfig(StrictConfig):
     """Context-extension fine-tuning from the base model: window l_train, CE + alpha * SCE
@@ -307,9 +325,143 @@ class FinetuneConfig(StrictConfig):
     def run_specs(self) -> list[RunConfig]:
         """Every method x alpha x seed of the grid, then the explicit ``runs`` (the run objects
         built from them: ``PipelineConfig.runs``)."""
-        grid = [RunConfig(name=grid_run_name(m, a, s), method=m, alpha=a, seed=s)
-                for s in self.seeds for m in self.methods for a in self.alphas]
+        grid = [make_run(m, a, s) for s in self.seeds for m in self.methods for a in self.alphas]
         return grid + list(self.runs)
+
+
+AblationItem = Literal["divergence", "alpha_sweep", "l_extra", "exposure", "compute", "parts"]
+ABLATION_ITEMS: tuple[str, ...] = get_args(AblationItem)
+
+
+@dataclass
+class AblationConfig(StrictConfig):
+    """Section 5.3 (notebook ``04_ablations``): the regularizer taken apart. Every run is a
+    fine-tuning run (the one trainer, the ``finetune`` settings, the same base model, paired by
+    seed); a run the Section 5.1-5.2 grid also has (same settings, same name) is one run.
+
+    Items (``items``): ``divergence`` (CE, SCE, Jeffreys, entropy-only at their alphas),
+    ``alpha_sweep`` (Table 4), ``l_extra`` (Table 5), ``exposure`` (CE on both windows),
+    ``compute`` (CE-only runs with more steps), ``parts`` (no positional method, regularizer
+    alone, method alone, both)."""
+
+    _section: typing.ClassVar[str] = "ablation"
+
+    profile: Profile = setting("smoke", help=PROFILE_HELP)
+    seed: int = setting(0, ge=0, help="the pipeline's seed")
+    config_file: str | None = setting(
+        None, help="the resolved configuration the pipeline passes (null: config/config.yaml)")
+    run_ids: list[str] | None = setting(
+        None, help="the run folders the pipeline made for this notebook (null: run alone)")
+    train_missing: bool = setting(True, help="run alone: train the runs not made yet")
+    items: list[AblationItem] = setting(factory=lambda: ["divergence", "exposure"], unique=True,
+                                        help="the items run (the others say 'not run')")
+    method: Method = setting("pi", help="the method of every item but alpha_sweep, and the "
+                                        "positional method of item parts (PI: the cheapest)")
+    seeds: list[int] = setting(factory=lambda: [0, 1], unique=True,
+                               help="seeds of every ablation run (verdicts need >= 2)")
+    alpha: float = setting(0.1, gt=0, help="the paper's alpha: the regularized run of items "
+                                           "exposure, compute and parts")
+    sce_alphas: list[float] = setting(factory=lambda: [0.1], unique=True, each_ge=0.0,
+                                      help="divergence: alphas of CE + alpha SCE")
+    jeffreys_alphas: list[float] = setting(factory=lambda: [0.1], unique=True, each_ge=0.0,
+                                           help="divergence: alphas of CE + alpha Jeffreys")
+    entropy_alphas: list[float] = setting(factory=lambda: [0.1], unique=True, each_ge=0.0,
+                                          help="divergence: alphas of CE + alpha (H(p) + H(q))")
+    sweep_methods: list[Method] = setting(factory=lambda: ["clex", "pi"], unique=True,
+                                          help="alpha_sweep: methods")
+    sweep_alphas: list[float] = setting(factory=lambda: [0.0, 0.1, 0.3, 0.5, 1.0], unique=True,
+                                        each_ge=0.0, help="alpha_sweep: alphas (paper Table 4)")
+    l_extra_settings: list[int] = setting(factory=lambda: [1, 2, 3, 4], unique=True,
+                                          help="l_extra: settings 1-4 (methods.md)")
+    l_extra_alphas: list[float] = setting(
+        factory=lambda: [0.1, 1.0], unique=True, each_ge=0.0,
+        help="l_extra: alphas (the paper's 0.1 and item divergence's best, chosen beforehand: "
+             "the notebook says whether that choice was the best)")
+    compute_steps: list[int] = setting(
+        factory=lambda: [13, 20], unique=True, each_ge=1,
+        help="compute: steps of the extra CE-only runs (e.g. equal distinct tokens, 1.25x "
+             "the steps at setting 1, and equal forwards, 2x); the notebook measures which "
+             "is nearest to equal wall time")
+    bench_shape: Literal["tiny", "mini", "llama32k", "llama32k_h1024"] = setting(
+        "tiny", help="compute: the shape `lsa bench misalign` measures in the notebook "
+                     "(lsa/bench.py; mini: the mini profile's model)")
+    bench_repeats: int = setting(3, ge=1, help="compute: timed repeats of each step variant")
+
+    def validate(self) -> None:
+        for key in ("sce_alphas", "jeffreys_alphas", "entropy_alphas", "l_extra_alphas"):
+            if any(a == 0 for a in getattr(self, key)):
+                self._fail(key, "must be > 0 (the CE-only run is always part of the item)")
+        if any(s not in (1, 2, 3, 4) for s in self.l_extra_settings):
+            self._fail("l_extra_settings", "must be among 1, 2, 3, 4 (see methods.md)")
+        if self.method == "none":
+            self._fail("method", "must be a positional method (item parts compares it with "
+                                 "'none')")
+
+    def run_specs(self) -> list[RunConfig]:
+        """The runs of the configured items, each once, in item order."""
+        m, specs = self.method, []
+        for seed in self.seeds:
+            if "divergence" in self.items:
+                specs.append(make_run(m, 0.0, seed))
+                for div, alphas in (("sce", self.sce_alphas), ("jeffreys", self.jeffreys_alphas),
+                                    ("entropy", self.entropy_alphas)):
+                    specs += [make_run(m, a, seed, divergence=div) for a in alphas]
+            if "alpha_sweep" in self.items:
+                specs += [make_run(method, a, seed) for method in self.sweep_methods
+                          for a in self.sweep_alphas]
+            if "l_extra" in self.items:
+                specs += [make_run(m, a, seed, l_extra_setting=x) for a in self.l_extra_alphas
+                          for x in self.l_extra_settings]
+            if "exposure" in self.items:
+                specs += [make_run(m, 0.0, seed), make_run(m, 0.0, seed, ce_on="both"),
+                          make_run(m, self.alpha, seed)]
+            if "compute" in self.items:
+                specs += [make_run(m, 0.0, seed), make_run(m, self.alpha, seed)]
+                specs += [make_run(m, 0.0, seed, steps=n) for n in self.compute_steps]
+            if "parts" in self.items:
+                specs += [make_run(method, a, seed) for method in ("none", m)
+                          for a in (0.0, self.alpha)]
+        unique: dict[str, RunConfig] = {}
+        for spec in specs:
+            unique.setdefault(spec.name, spec)
+        return list(unique.values())
+
+
+ProbeRope = Literal["pi", "ntk", "yarn", "dynamic", "abf"]
+
+
+@dataclass
+class PopulationConfig(StrictConfig):
+    """Section 4.1 (notebook ``02_misalignment_correlation``): Table 1 on a population of
+    models. The population: every finished fine-tuning run of the profile (grid and
+    ablations), and *probes*: the base model, the base under RoPE settings without fine-tuning
+    (``rope_methods`` x ``rope_factors``), the BABILong runs (train design) and ``models``.
+    Every model is measured by one protocol (``lsa.jobs.lm_metrics``): the misalignment and its
+    parts at ``finetune.l_train``, perplexity at ``finetune.eval_multiples`` of it, on the test
+    books."""
+
+    _section: typing.ClassVar[str] = "population"
+
+    profile: Profile = setting("smoke", help=PROFILE_HELP)
+    seed: int = setting(0, ge=0, help="the pipeline's seed (the probes' metric draws)")
+    config_file: str | None = setting(
+        None, help="the resolved configuration the pipeline passes (null: config/config.yaml)")
+    run_ids: list[str] | None = setting(
+        None, help="the run folders the pipeline made for this notebook (null: run alone)")
+    train_missing: bool = setting(True, help="run alone: make the runs and probes not made yet")
+    rope_methods: list[ProbeRope] = setting(
+        factory=lambda: ["pi", "ntk", "yarn"], unique=True,
+        help="probes: the base model with these RoPE settings, no fine-tuning")
+    rope_factors: list[int] = setting(factory=lambda: [2, 4], unique=True, each_ge=2,
+                                      help="probes: their scale factors (target / base window)")
+    babilong_runs: bool = setting(True, help="probe the BABILong runs too (train design)")
+    models: list[str] = setting(
+        factory=list, help="probes: hub ids or folders of other models (paper, gpu-small); "
+                           "each must share the base model's tokenizer")
+    held_out_seeds: list[int] = setting(
+        factory=lambda: [1], unique=True,
+        help="audit 4: fine-tuning runs of these seeds form the held-out subset")
+    bootstrap: int = setting(2000, ge=100, help="bootstrap and permutation resamples")
 
 
 QA = Literal["qa1", "qa2", "qa3", "qa4", "qa5"]
@@ -364,7 +516,7 @@ class BabilongConfig(StrictConfig):
         "train", help="train: fine-tune on BABILong (mini, smoke); evaluate: the finetune runs "
                       "on the benchmark's prompts (the paper)")
     finetune_runs: list[str] | None = setting(
-        None, help="evaluate design: finetune runs to evaluate (null: all of them)")
+        None, help="evaluate design: finetune runs to evaluate (null: every run of the grid)")
     prompts_file: str | None = setting(
         None, help="the benchmark's babilong/prompts.py; null: $LSA_DATA_DIR/babilong/, then "
                    "data/babilong/")
@@ -435,18 +587,23 @@ class ReportConfig(StrictConfig):
     config_file: str | None = setting(
         None, help="the resolved configuration the pipeline passes (null: run alone)")
     sections: list[str] = setting(
-        factory=lambda: ["01_synthetic_study", "03_regularized_finetuning", "05_babilong"],
+        factory=lambda: ["01_synthetic_study", "02_misalignment_correlation",
+                         "03_regularized_finetuning", "04_ablations", "05_babilong"],
         unique=True, help="sections whose claims it gathers (pipeline: the report's needs)")
 
 
 # ---------------------------------------------------------------------------------------------
 # the pipeline: sections (notebooks) and the resolved configuration of one profile
 
-NotebookConfigName = Literal["synthetic", "view", "report"]
+NotebookConfigName = Literal["synthetic", "view", "ablation", "population", "report"]
 NOTEBOOK_CONFIGS: dict[str, type[StrictConfig]] = {
-    "synthetic": SyntheticConfig, "view": RunsViewConfig, "report": ReportConfig}
+    "synthetic": SyntheticConfig, "view": RunsViewConfig, "ablation": AblationConfig,
+    "population": PopulationConfig, "report": ReportConfig}
 # the parts a profile configures (``defaults:`` and ``profiles.<name>:`` blocks)
-PARTS = ("synthetic", "pretrain", "finetune", "babilong", "view", "report")
+PARTS = ("synthetic", "pretrain", "finetune", "ablation", "population", "babilong", "view",
+         "report")
+# notebook parts that carry the profile (checked against the pipeline's)
+_PROFILED = ("synthetic", "ablation", "population", "view", "report")
 
 
 @dataclass
@@ -457,8 +614,9 @@ class SectionSpec(StrictConfig):
     notebook: str = setting(help="the notebook under notebooks/")
     config: NotebookConfigName = setting(help="the settings class its parameters cell holds")
     needs: list[str] = setting(factory=list, help="sections whose metrics it reads")
-    uses_runs: list[Literal["finetune", "babilong"]] = setting(
-        factory=list, help="kinds of runs whose folders it reads (its inputs)")
+    uses_runs: list[Literal["finetune", "ablation", "babilong", "probe"]] = setting(
+        factory=list, help="runs whose folders it reads (its inputs): finetune (the grid and "
+                           "explicit runs), ablation, babilong (either design), probe")
 
 
 @dataclass
@@ -472,16 +630,23 @@ class PipelineConfig(StrictConfig):
     synthetic: SyntheticConfig = setting(help="Section 3")
     pretrain: PretrainConfig = setting(help="the base model")
     finetune: FinetuneConfig = setting(help="Sections 5.1-5.2: context-extension runs")
+    ablation: AblationConfig = setting(help="Section 5.3: ablations (fine-tuning runs)")
+    population: PopulationConfig = setting(help="Section 4.1: the population of Table 1")
     babilong: BabilongConfig = setting(help="Section 5.4")
     view: RunsViewConfig = setting(help="notebooks over runs")
     report: ReportConfig = setting(help="the replication report")
 
     def validate(self) -> None:
-        for part in ("synthetic", "view", "report"):
+        for part in _PROFILED:
             if getattr(self, part).profile != self.profile:
                 raise ConfigError(f"{part}.profile = {getattr(self, part).profile!r}: must be "
                                   f"the pipeline's profile ({self.profile!r})")
         known = [r.name for r in self.finetune.run_specs()]
+        grid = {r.name: r.to_dict() for r in self.finetune.run_specs()}
+        for spec in self.ablation.run_specs():
+            if spec.name in grid and grid[spec.name] != spec.to_dict():
+                raise ConfigError(f"finetune.runs: run {spec.name!r} has other settings than "
+                                  f"the ablation run of that name; rename it")
         for name in self.babilong.finetune_runs or []:
             if name not in known:
                 raise ConfigError(f"babilong.finetune_runs = {self.babilong.finetune_runs!r}: "

@@ -5,7 +5,10 @@
 - ``babilong_train``: BABILong, train design: the base model fine-tuned on BABILong samples
   (``babilong``; mini, smoke);
 - ``babilong_evaluate``: BABILong, evaluate design: a finished finetune run answers the
-  benchmark's prompts (``babilong-eval``; gpu-small, paper).
+  benchmark's prompts (``babilong-eval``; gpu-small, paper);
+- ``probe``: a model not fine-tuned on books here (the base model, with or without a RoPE
+  setting; a BABILong run; a hub model) measured by the fine-tuning runs' protocol,
+  ``lm_metrics`` (``probe``; the Section 4.1 population).
 
 Each takes the resolved configuration and a ``Run`` from ``pipe.runs``, returns the run's
 folder, and reuses a finished one. ``ensure`` makes a run and whatever it needs, in order (the
@@ -82,14 +85,36 @@ def _start(pipe: PipelineConfig, run: Run) -> tuple[Corpus, float]:
     return load_corpus_for(pipe.runs.base.folder, pipe.pretrain.data), started
 
 
+def lm_metrics(model, test, l_train: int, lengths: list[int], max_chunks: int,
+               metric_samples: int, seed: int) -> dict:
+    """The protocol every fine-tuning run and probe is measured by, on the test books:
+    ``perplexity`` at ``lengths`` (all on the same tokens), and from one forward pass per
+    sample at ``l_train`` (``lsa.misalign.alignment_measures``) ``misalignment`` (the paper's:
+    SCE where both contexts are at least l_train / 2 tokens), ``misalignment_all`` (every
+    overlap position), its parts ``jeffreys`` and ``entropy``, ``l2``, ``tv`` and
+    ``top1_change`` over the paper's positions, and ``last_position``: per sample,
+    ``l_extra`` and the measures where A's context is ``l_train`` and B's
+    ``l_train - l_extra``."""
+    from lsa.evaluate.perplexity import perplexity
+    from lsa.misalign import alignment_measures
+
+    ppl = perplexity(model, test, lengths, max_chunks=max_chunks)
+    res = alignment_measures(model, test, l_train, metric_samples, seed=seed)
+
+    def summary(r, positions: str) -> dict:
+        return {"mean": r.mean, "stderr": r.stderr, "n": r.n, "positions": positions}
+
+    return {"perplexity": ppl, "misalignment": summary(res.paper["sce"], "paper"),
+            "misalignment_all": summary(res.all, "all"),
+            **{m: summary(res.paper[m], "paper") for m in ("jeffreys", "entropy", "l2", "tv",
+                                                           "top1_change")},
+            "last_position": res.by_sample}
+
+
 def finetune(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
     """One context-extension run: base model + method at its ``l_train``, trained with
-    CE + alpha * SCE, then perplexity at every evaluation length and the misalignment metric on
-    the test books (``misalignment``: the paper's, both contexts at least l_train / 2 tokens;
-    ``misalignment_all``: every overlap position; one forward pass per sample for both). Reused
-    when finished."""
-    from lsa.evaluate.perplexity import perplexity
-    from lsa.misalign import misalignment_metrics
+    CE + alpha * SCE, then measured on the test books (``lm_metrics``: perplexity at every
+    evaluation length, the misalignment metric and its parts). Reused when finished."""
     from lsa.models import build_for_run, count_parameters
     from lsa.train import Objective, train
 
@@ -109,19 +134,13 @@ def finetune(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
                     steps=spec.steps or fcfg.optim.steps)
     summary = train(model, corpus.streams["train"], folder, optim, objective, spec.seed,
                     run_config=run.identity, progress=progress)
-    test = corpus.streams["test"]
-    ppl = perplexity(model, test, fcfg.eval_lengths(spec), max_chunks=fcfg.eval_max_chunks)
-    metric = misalignment_metrics(model, test, l_train, fcfg.metric_samples,
-                                  positions=("paper", "all"), seed=spec.seed)
+    measured = lm_metrics(model, corpus.streams["test"], l_train, fcfg.eval_lengths(spec),
+                          fcfg.eval_max_chunks, fcfg.metric_samples, seed=spec.seed)
     metrics = {"run": run.name, "method": spec.method, "alpha": spec.alpha, "seed": spec.seed,
                "l_train": l_train, "base_window": pcfg.model.base_window,
                "lr": optim.lr, "steps": optim.steps,
                "trainable_parameters": count_parameters(model, trainable_only=True),
-               "data_source": corpus.source, "perplexity": ppl,
-               **{key: {"mean": res.mean, "stderr": res.stderr, "n": res.n, "positions": pos}
-                  for key, pos, res in (("misalignment", "paper", metric["paper"]),
-                                        ("misalignment_all", "all", metric["all"]))},
-               "train": summary}
+               "data_source": corpus.source, **measured, "train": summary}
     save_metrics(folder, metrics, run.identity, started=started)
     mark_finished(folder, summary)
     return folder
@@ -183,10 +202,10 @@ def babilong_train(pipe: PipelineConfig, run: Run, progress: bool = True) -> Pat
 
 
 def load_finetuned(pipe: PipelineConfig, run: Run):
-    """A finished fine-tuning run's model, rebuilt as it was trained (the method's RoPE and
-    attention, CLEX module, LoRA adapters: ``lsa.models.build_for_run``) with the weights its
-    ``model/`` holds, in eval mode on the GPU when there is one; and the base model's
-    tokenizer. Returns (model, tokenizer)."""
+    """A finished fine-tuning (or BABILong) run's model, rebuilt as it was trained (the
+    method's RoPE and attention, CLEX module, LoRA adapters: ``lsa.models.build_for_run``)
+    with the weights its ``model/`` holds, in eval mode on the GPU when there is one; and the
+    base model's tokenizer. Returns (model, tokenizer)."""
     from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
@@ -197,7 +216,9 @@ def load_finetuned(pipe: PipelineConfig, run: Run):
         raise FileNotFoundError(f"the fine-tuning run {folder} is not finished: run "
                                 f"`python -m lsa finetune --run {run.name} --profile "
                                 f"{pipe.profile}` first")
-    model, method = build_for_run(pipe, run.spec, pipe.finetune.l_train_of(run.spec))
+    l_train = (pipe.babilong.l_train if run.kind == "babilong"
+               else pipe.finetune.l_train_of(run.spec))
+    model, method = build_for_run(pipe, run.spec, l_train)
     files = sorted((folder / "model").glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"{folder / 'model'} holds no .safetensors weights")
@@ -290,8 +311,61 @@ def babilong_evaluate(pipe: PipelineConfig, run: Run, progress: bool = True) -> 
     return folder
 
 
+def _probe_model(pipe: PipelineConfig, run: Run, tokenizer):
+    """The model a probe measures: the base model (with its RoPE setting, when the probe has
+    one), a finished BABILong run, or a hub model that shares the base model's tokenizer."""
+    from lsa.config import RunConfig
+    from lsa.models import build_for_run, load_pretrained
+
+    source, rope = run.identity["model"], run.identity["rope"]
+    if source == pipe.runs.base.id:
+        method = rope["method"] if rope else "none"
+        window = pipe.pretrain.model.base_window
+        model, _ = build_for_run(pipe, RunConfig(name=run.name, method=method),
+                                 window * (rope["factor"] if rope else 1))
+    elif run.needs[0] is not pipe.runs.base:
+        model, _ = load_finetuned(pipe, run.needs[0])
+    else:  # a hub id or folder
+        model, theirs = load_pretrained(source, dtype=getattr(torch, pipe.pretrain.model.dtype))
+        if theirs.get_vocab() != tokenizer.get_vocab():
+            raise ValueError(f"population.models: {source} has another tokenizer than the base "
+                             "model; the protocol scores every model on the same tokens")
+    if torch.cuda.is_available() and next(model.parameters()).device.type != "cuda":
+        model = model.to("cuda")
+    return model.eval()
+
+
+def probe(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
+    """A probe of the Section 4.1 population: a model measured by the fine-tuning runs'
+    protocol (``lm_metrics`` at ``finetune.l_train``, its evaluation lengths and sample
+    counts), with the pipeline's seed. Reused when finished."""
+    from lsa.models import count_parameters
+
+    folder = run.folder
+    if run.finished:
+        return folder
+    _require_finished(pipe, run.needs)
+    started = time.time()
+    seed_everything(pipe.seed)
+    fcfg = pipe.finetune
+    corpus = load_corpus_for(pipe.runs.base.folder, pipe.pretrain.data)
+    model = _probe_model(pipe, run, corpus.tokenizer)
+    measured = lm_metrics(model, corpus.streams["test"], fcfg.l_train,
+                          [m * fcfg.l_train for m in fcfg.eval_multiples],
+                          fcfg.eval_max_chunks, fcfg.metric_samples, seed=pipe.seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "config.json", run.identity)
+    metrics = {"run": run.name, "model": run.identity["model"], "rope": run.identity["rope"],
+               "l_train": fcfg.l_train, "base_window": pipe.pretrain.model.base_window,
+               "parameters": count_parameters(model), "data_source": corpus.source, **measured}
+    save_metrics(folder, metrics, run.identity, started=started)
+    mark_finished(folder, {"steps": 0, "probed": run.identity["model"],
+                           "wall_time_s": round(time.time() - started, 2)})
+    return folder
+
+
 JOBS = {"base": pretrain, "finetune": finetune, "babilong": babilong_train,
-        "babilong-eval": babilong_evaluate}
+        "babilong-eval": babilong_evaluate, "probe": probe}
 
 
 def run_job(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:

@@ -585,6 +585,26 @@ class MetricResult:
     values: list[float]
 
 
+def _overlap_batches(model, stream, l_train: int, n_samples: int, positions: tuple[str, ...],
+                     setting: int, seed: int, batch_size: int, device):
+    """The metric's samples: ``(l_extra, logits of A's overlap, logits of B's overlap, the
+    sets' slices into the overlap)`` per batch, from ``(seed)`` alone. A draw of ``l_extra``
+    that leaves a requested set empty is redrawn."""
+    gen = torch.Generator().manual_seed(seed)
+    done = 0
+    while done < n_samples:
+        l_extra = sample_l_extra(l_train, setting, gen)
+        sets = {name: select_positions(l_train, l_extra, name)[1] for name in positions}
+        if any(sl.start == sl.stop for sl in sets.values()):
+            continue  # nothing to compare (e.g. setting 4 at l_extra = l)
+        count = min(batch_size, n_samples - done)
+        tokens = stream.sample(count, l_train + l_extra, gen).to(device)
+        w = overlap_windows(tokens, l_train, l_extra)
+        logits = model(input_ids=torch.cat([w.a, w.b], dim=0)).logits
+        yield l_extra, logits[:count, w.overlap_a], logits[count:, w.overlap_b], sets
+        done += count
+
+
 @torch.no_grad()
 def misalignment_metrics(model, stream, l_train: int, n_samples: int = 64, *,
                          positions: tuple[str, ...] = ("paper", "all"), setting: int = 1,
@@ -606,25 +626,78 @@ def misalignment_metrics(model, stream, l_train: int, n_samples: int = 64, *,
     model_was_training = model.training
     model.eval()
     device = device or next(model.parameters()).device
-    gen = torch.Generator().manual_seed(seed)
     values: dict[str, list[float]] = {name: [] for name in positions}
-    done = 0
-    while done < n_samples:
-        l_extra = sample_l_extra(l_train, setting, gen)
-        sets = {name: select_positions(l_train, l_extra, name)[1] for name in positions}
-        if any(sl.start == sl.stop for sl in sets.values()):
-            continue  # nothing to compare (e.g. setting 4 at l_extra = l)
-        count = min(batch_size, n_samples - done)
-        tokens = stream.sample(count, l_train + l_extra, gen).to(device)
-        w = overlap_windows(tokens, l_train, l_extra)
-        logits = model(input_ids=torch.cat([w.a, w.b], dim=0)).logits
-        div = symmetric_cross_entropy(logits[:count, w.overlap_a], logits[count:, w.overlap_b],
-                                      divergence=divergence, chunk_size=chunk_size)
+    for _, la, lb, sets in _overlap_batches(model, stream, l_train, n_samples, positions,
+                                            setting, seed, batch_size, device):
+        div = symmetric_cross_entropy(la, lb, divergence=divergence, chunk_size=chunk_size)
         for name, sl in sets.items():
             values[name].extend(div[:, sl].mean(dim=-1).tolist())
-        done += count
     model.train(model_was_training)
     return {name: _summary(v) for name, v in values.items()}
+
+
+#: what ``alignment_measures`` reports per pair of next-token distributions p (long context)
+#: and q (short): SCE = H(p) + H(q) + KL(p||q) + KL(q||p) = entropy + jeffreys
+MEASURES = ("sce", "jeffreys", "entropy", "l2", "tv", "top1_change")
+
+
+def pair_measures(logits_a: torch.Tensor, logits_b: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per position of two ``(..., V)`` logit tensors: ``sce``, ``jeffreys`` (KL(p||q) +
+    KL(q||p)), ``entropy`` (H(p) + H(q)), ``l2`` (``||p - q||_2``, the distance of the paper's
+    theory), ``tv`` (``||p - q||_1 / 2``: the probability mass that moves) and
+    ``top1_change`` (1 where the most likely tokens differ), in fp32."""
+    lp, lq = logits_a.float().log_softmax(-1), logits_b.float().log_softmax(-1)
+    p, q = lp.exp(), lq.exp()
+    h_p, h_q = -(p * lp).sum(-1), -(q * lq).sum(-1)
+    x_pq, x_qp = -(p * lq).sum(-1), -(q * lp).sum(-1)
+    return {"sce": x_pq + x_qp, "jeffreys": (x_pq - h_p) + (x_qp - h_q), "entropy": h_p + h_q,
+            "l2": (p - q).norm(dim=-1), "tv": (p - q).abs().sum(-1) / 2,
+            "top1_change": (logits_a.argmax(-1) != logits_b.argmax(-1)).float()}
+
+
+@dataclass
+class AlignmentResult:
+    """The metric's samples measured every way (``alignment_measures``)."""
+
+    paper: dict[str, MetricResult]   # each of MEASURES over the paper's positions
+    all: MetricResult                # SCE over every overlap position (misalignment_all)
+    by_sample: list[dict[str, float]]  # l_extra, and each measure at the last position
+
+
+@torch.no_grad()
+def alignment_measures(model, stream, l_train: int, n_samples: int = 64, *, seed: int = 0,
+                       setting: int = 1, batch_size: int = 8,
+                       chunk_size: int | None = DEFAULT_CHUNK,
+                       device: str | torch.device | None = None) -> AlignmentResult:
+    """The misalignment metric and its parts from one forward pass per sample (the samples of
+    ``misalignment_metrics`` with the same ``seed``, so ``paper["sce"]`` is the paper's
+    ``L_misalign`` and ``all`` is ``misalignment_all``): every measure of ``pair_measures``
+    averaged over the paper's positions (both contexts >= l_train / 2), and per sample the
+    measures at the last position, where A's context is ``l_train`` tokens and B's
+    ``l_train - l_extra`` (the theorem's question: how often the top-1 token changes when the
+    context is cut by ``l_extra``)."""
+    model_was_training = model.training
+    model.eval()
+    device = device or next(model.parameters()).device
+    paper: dict[str, list[float]] = {m: [] for m in MEASURES}
+    every: list[float] = []
+    by_sample: list[dict[str, float]] = []
+    for l_extra, la, lb, sets in _overlap_batches(model, stream, l_train, n_samples,
+                                                  ("paper", "all"), setting, seed, batch_size,
+                                                  device):
+        n = la.shape[1]
+        step = max(1, n if not chunk_size else min(n, max(1, chunk_size // la.shape[0])))
+        parts = [pair_measures(la[:, i:i + step], lb[:, i:i + step]) for i in range(0, n, step)]
+        values = {m: torch.cat([part[m] for part in parts], dim=1) for m in MEASURES}
+        for m in MEASURES:
+            paper[m].extend(values[m][:, sets["paper"]].mean(dim=-1).tolist())
+        every.extend(values["sce"][:, sets["all"]].mean(dim=-1).tolist())
+        for row in range(la.shape[0]):
+            by_sample.append({"l_extra": l_extra,
+                              **{m: float(values[m][row, -1]) for m in MEASURES}})
+    model.train(model_was_training)
+    return AlignmentResult({m: _summary(v) for m, v in paper.items()}, _summary(every),
+                           by_sample)
 
 
 def _summary(values: list[float]) -> MetricResult:

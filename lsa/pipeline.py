@@ -165,7 +165,7 @@ def check_runs(pipe: PipelineConfig) -> list[str]:
     problems: list[str] = []
     for run in pipe.runs:
         label = "base" if run.kind == "base" else \
-            f"babilong-eval_{run.name}" if run.kind == "babilong-eval" else run.name
+            f"{run.kind}_{run.name}" if run.kind in ("babilong-eval", "probe") else run.name
         try:
             metrics = json.loads((run.folder / "metrics.json").read_text())
             json.loads((run.folder / FINISHED).read_text())
@@ -181,7 +181,9 @@ def check_runs(pipe: PipelineConfig) -> list[str]:
                 problems.append(f"run {label}: no BABILong accuracy rows")
         else:
             ppl = metrics.get("perplexity", {})
-            wanted = {str(n) for n in pipe.finetune.eval_lengths(run.spec)}
+            ft = pipe.finetune
+            wanted = {str(n) for n in (ft.eval_lengths(run.spec) if run.kind == "finetune" else
+                                       [m * ft.l_train for m in ft.eval_multiples])}
             if set(ppl) != wanted:
                 problems.append(f"run {label}: perplexity at {sorted(ppl)}, expected "
                                 f"{sorted(wanted)}")

@@ -69,6 +69,11 @@ PAPER: dict[str, Reference] = {
     "table4/alpha1.0/ppl": Reference(16.21, "A", "seeds summary (a third-party note: 12.92)"),
     "table5/lextra_setting4/longbench": Reference(18.2, "A", "seeds summary (third party: 19.1)"),
     "table5/lextra_setting1/longbench": Reference(25.8, "B", "third-party note"),
+    "sec5.3/compute": Reference("yes: 47/95/190 regularized vs 50/100/200 baseline steps",
+                                "A", "rebuttal: equal compute"),
+    "sec5.3/compute/overhead": Reference("3-5 %", "A", "rebuttal: the regularizer's overhead"),
+    "sec5.3/parts": Reference("raw < only-misalign < only-method < combined", "A",
+                              "rebuttal: method alone"),
     # Section 5.4 BABILong, average accuracy (%)
     "table6/4k/ce": Reference(48.2, "B", "Table 6"),
     "table6/4k/a0.1": Reference(49.1, "B", "Table 6"),

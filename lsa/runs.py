@@ -1,8 +1,11 @@
 """Runs as objects: what each training or evaluation job makes, and where (no torch).
 
 A *run* is the folder one job of the pipeline fills: the profile's base model (``base``), a
-context-extension run (``finetune``), a BABILong fine-tuning run (``babilong``, train design)
-or a BABILong evaluation of a finetune run (``babilong-eval``, evaluate design). Its
+context-extension run (``finetune``: the Section 5.1-5.2 grid, explicit runs and the Section
+5.3 ablations), a BABILong fine-tuning run (``babilong``, train design), a BABILong evaluation
+of a finetune run (``babilong-eval``, evaluate design) or a *probe* (``probe``: a model that
+is not fine-tuned here, or not on books, measured by the fine-tuning runs' protocol for the
+Section 4.1 population). Its
 *identity* is everything that determines its numbers; its *id*, the folder's name, is its name
 and a digest of that identity, so a changed configuration is a new run and a finished one is
 reused. ``RunSet`` builds every run of one resolved configuration once
@@ -10,7 +13,9 @@ reused. ``RunSet`` builds every run of one resolved configuration once
 ``lsa.pipeline`` (``python -m lsa check``) all read runs through it; the jobs that fill them
 are ``lsa.jobs``.
 
-This module owns the folder layout, ``results/<profile>/runs/<id>/``:
+This module owns the folder layout, ``results/<profile>/runs/<id>/`` (``mini-full`` keeps its
+runs beside ``mini``'s, ``SHARED_RUNS``: a run is its identity, so the runs both profiles
+configure alike are made once):
 
 - ``config.json``: the identity;
 - ``metrics.jsonl``: one line per optimizer step (``LOG``);
@@ -36,7 +41,7 @@ from lsa.strict import ConfigError
 if TYPE_CHECKING:
     from lsa.config import PipelineConfig, RunConfig
 
-RunKind = Literal["base", "finetune", "babilong", "babilong-eval"]
+RunKind = Literal["base", "finetune", "babilong", "babilong-eval", "probe"]
 KINDS: tuple[str, ...] = get_args(RunKind)
 FINISHED = "train_summary.json"  # written last: the run is finished
 LOG = "metrics.jsonl"            # one line per optimizer step
@@ -46,8 +51,12 @@ LOG = "metrics.jsonl"            # one line per optimizer step
 # folders
 
 
+# profiles whose runs lie in another profile's folder: identical identities, one run
+SHARED_RUNS = {"mini-full": "mini"}
+
+
 def runs_root(profile: str) -> Path:
-    return paths.results_dir(profile) / "runs"
+    return paths.results_dir(SHARED_RUNS.get(profile, profile)) / "runs"
 
 
 def run_dir(profile: str, run_id: str) -> Path:
@@ -108,8 +117,8 @@ class Run:
     def id(self) -> str:
         """The folder's name: ``base-<digest>``, ``<name>-<digest>`` or
         ``babilong-eval_<name>-<digest>``."""
-        prefix = {"base": "base", "babilong-eval": f"babilong-eval_{self.name}"}.get(
-            self.kind, self.name)
+        prefix = {"base": "base", "babilong-eval": f"babilong-eval_{self.name}",
+                  "probe": f"probe_{self.name}"}.get(self.kind, self.name)
         return f"{prefix}-{digest(self.identity)}"
 
     @property
@@ -169,9 +178,12 @@ def base_identity(pipe: PipelineConfig) -> dict[str, Any]:
     return pipe.pretrain.to_dict()
 
 
+GRID_KEYS = ("methods", "alphas", "seeds", "runs")  # which runs exist, not what each one is
+
+
 def finetune_identity(pipe: PipelineConfig, base: Run, spec: RunConfig) -> dict[str, Any]:
-    """The base model, every finetune setting but the list of explicit runs, and the run."""
-    shared = {k: v for k, v in pipe.finetune.to_dict().items() if k != "runs"}
+    """The base model, every finetune setting but those that list the runs, and the run."""
+    shared = {k: v for k, v in pipe.finetune.to_dict().items() if k not in GRID_KEYS}
     return {"base": base.id, **shared, "run": spec.to_dict()}
 
 
@@ -192,39 +204,81 @@ def babilong_eval_identity(pipe: PipelineConfig, finetuned: Run) -> dict[str, An
     return {"finetune": finetuned.id, "seed": pipe.seed, **{k: bl[k] for k in EVAL_KEYS}}
 
 
+PROTOCOL_KEYS = ("l_train", "eval_multiples", "eval_max_chunks", "metric_samples")
+
+
+def probe_identity(pipe: PipelineConfig, source: Run | str, rope: dict[str, Any] | None
+                   ) -> dict[str, Any]:
+    """What a probe measures (a run's id, or a hub id / folder), the RoPE setting applied to
+    it, and the fine-tuning runs' evaluation protocol."""
+    ft = pipe.finetune.to_dict()
+    return {"model": source.id if isinstance(source, Run) else source, "rope": rope,
+            "seed": pipe.seed, "protocol": {k: ft[k] for k in PROTOCOL_KEYS}}
+
+
+def probe_name(model: str) -> str:
+    """A probe's name for a hub id or folder (``hub_`` + its last two parts)."""
+    tail = "_".join(Path(model).parts[-2:])
+    return "hub_" + "".join(c if c.isalnum() or c in "._+-" else "_" for c in tail)
+
+
 # ---------------------------------------------------------------------------------------------
 # every run of a configuration
 
 
 class RunSet:
     """Every run of one resolved configuration, built once: ``base``, and by name
-    ``finetune``, ``babilong`` (train design) and ``babilong_eval`` (evaluate design, keyed by
-    the evaluated finetune run's name)."""
+    ``finetune`` (the grid, explicit runs and ablations; ``grid`` and ``ablation`` name each
+    section's), ``babilong`` (train design), ``babilong_eval`` (evaluate design, keyed by the
+    evaluated finetune run's name) and ``probes``."""
 
     def __init__(self, pipe: PipelineConfig):
         self.profile = pipe.profile
         self.design = pipe.babilong.design
         base = Run("base", "base", pipe.profile, base_identity(pipe))
         self.base = base
-        self.finetune = {s.name: Run("finetune", s.name, pipe.profile,
-                                     finetune_identity(pipe, base, s), s, (base,))
-                         for s in pipe.finetune.run_specs()}
+        grid, ablation = pipe.finetune.run_specs(), pipe.ablation.run_specs()
+        self.grid = [s.name for s in grid]
+        self.ablation = [s.name for s in ablation]
+        specs = {s.name: s for s in ablation}
+        specs.update({s.name: s for s in grid})  # equal settings (PipelineConfig.validate)
+        self.finetune = {name: Run("finetune", name, pipe.profile,
+                                   finetune_identity(pipe, base, s), s, (base,))
+                         for name, s in specs.items()}
         self.babilong = {s.name: Run("babilong", s.name, pipe.profile,
                                      babilong_identity(pipe, base, s), s, (base,))
                          for s in pipe.babilong.run_specs()}
         evaluated = ([] if self.design != "evaluate"
-                     else pipe.babilong.finetune_runs or list(self.finetune))
+                     else pipe.babilong.finetune_runs or self.grid)
         self.babilong_eval = {}
         for name in evaluated:
             run = self.finetune[name]
             self.babilong_eval[name] = Run("babilong-eval", name, pipe.profile,
                                            babilong_eval_identity(pipe, run), run.spec, (run,))
+        self.probes: dict[str, Run] = {}
+        pop = pipe.population
+
+        def probe(name: str, source: Run | str, rope: dict[str, Any] | None) -> None:
+            needs = (base,) if source is base or isinstance(source, str) else (source, base)
+            self.probes[name] = Run("probe", name, pipe.profile,
+                                    probe_identity(pipe, source, rope), None, needs)
+
+        probe("base", base, None)
+        for method in pop.rope_methods:
+            for factor in pop.rope_factors:
+                probe(f"base_{method}_x{factor}", base, {"method": method, "factor": factor})
+        if pop.babilong_runs:
+            for name, run in self.babilong.items():
+                probe(name, run, None)
+        for model in pop.models:
+            probe(probe_name(model), model, None)
 
     def of_kind(self, kind: str) -> dict[str, Run]:
         if kind not in KINDS:
             raise ConfigError(f"run kind {kind!r}: must be one of {', '.join(KINDS)}")
         return {"base": {"base": self.base}, "finetune": self.finetune,
-                "babilong": self.babilong, "babilong-eval": self.babilong_eval}[kind]
+                "babilong": self.babilong, "babilong-eval": self.babilong_eval,
+                "probe": self.probes}[kind]
 
     def get(self, kind: str, name: str = "base") -> Run:
         """The run ``name`` of ``kind``; a ConfigError naming the known runs otherwise."""
@@ -235,7 +289,8 @@ class RunSet:
         runs = self.of_kind(kind)
         if name not in runs:
             where = {"finetune": "finetune.runs", "babilong": "babilong",
-                     "babilong-eval": "babilong.finetune_runs"}.get(kind, kind)
+                     "babilong-eval": "babilong.finetune_runs",
+                     "probe": "population"}.get(kind, kind)
             raise ConfigError(f"{where}: no run named {name!r}; known: {', '.join(runs)}")
         return runs[name]
 
@@ -244,12 +299,23 @@ class RunSet:
         yield from self.finetune.values()
         yield from self.babilong.values()
         yield from self.babilong_eval.values()
+        yield from self.probes.values()
 
     def used_by(self, kinds: list[str]) -> list[Run]:
-        """The runs a section reads (``uses_runs``): ``babilong`` means the runs of whichever
-        design is configured."""
-        out: list[Run] = []
+        """The runs a section reads (``uses_runs``), each once: ``finetune`` the grid and
+        explicit runs, ``ablation`` the ablation runs, ``babilong`` the runs of whichever
+        design is configured, ``probe`` the probes."""
+        out: dict[str, Run] = {}
         for kind in kinds:
-            out += list(self.finetune.values()) if kind == "finetune" else \
-                [*self.babilong.values(), *self.babilong_eval.values()]
-        return out
+            if kind == "finetune":
+                runs = [self.finetune[n] for n in self.grid]
+            elif kind == "ablation":
+                runs = [self.finetune[n] for n in self.ablation]
+            elif kind == "probe":
+                runs = list(self.probes.values())
+            elif kind == "babilong":
+                runs = [*self.babilong.values(), *self.babilong_eval.values()]
+            else:
+                raise ConfigError(f"uses_runs: {kind!r} is not a kind of runs a section reads")
+            out.update({r.id: r for r in runs})
+        return list(out.values())

@@ -230,3 +230,21 @@ def partial_correlation(x, y, z) -> float:
         return v - design @ coef
 
     return float(stats.pearsonr(residual(x), residual(y)).statistic)
+
+
+def partial_correlation_ci(x, y, z, *, n_resamples: int = 2000, seed: int = 0,
+                           confidence: float = 0.95) -> tuple[float, float, float]:
+    """``partial_correlation(x, y, z)`` and its bootstrap interval (resampling models)."""
+    x, y, z = (np.asarray(v, dtype=float) for v in (x, y, z))
+    keep = np.isfinite(x) & np.isfinite(y) & np.isfinite(z)
+    x, y, z = x[keep], y[keep], z[keep]
+    r = partial_correlation(x, y, z)
+
+    def stat(a, b, c):
+        try:
+            return partial_correlation(a, b, c)
+        except (ValueError, np.linalg.LinAlgError):
+            return math.nan
+
+    low, high = _bootstrap_ci(stat, (x, y, z), n_resamples, seed, confidence)
+    return r, low, high

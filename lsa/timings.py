@@ -24,6 +24,7 @@ from lsa.runs import FINISHED, runs_root
 #: wins; a run folder matching none is a fine-tuning run, a job matching none is "other")
 KINDS = (("base model", "base_model", "base-"), ("fine-tuning run", "finetune_", None),
          ("BABILong evaluation", "babilong-eval_", "babilong-eval_"),
+         ("probe (Table 1 population)", "probe_", "probe_"),
          ("BABILong run", "babilong_", "babilong_"), ("notebook", "section_", None))
 
 

@@ -145,7 +145,7 @@ def test_a_file_of_another_shape_is_refused(tmp_path):
 def test_designs_per_profile(profile):
     pipe = load_config(profile=profile)
     bl = pipe.babilong
-    if profile in ("smoke", "mini"):
+    if profile in ("smoke", "mini", "mini-full"):
         assert bl.design == "train" and pipe.runs.babilong and not pipe.runs.babilong_eval
         with pytest.raises(ConfigError, match="design"):
             pipe.runs.get("babilong-eval", "pi_a0_s0")

@@ -590,3 +590,39 @@ def test_fused_objective_rejects_bad_pairs(pairs):
     logits, tokens, weights, coefs, _ = objective_case()
     with pytest.raises(ValueError, match="distinct rows"):
         M.fused_objective(logits, tokens, weights, coefs, pairs)
+
+
+def test_pair_measures_by_hand():
+    """p = softmax([0, log 3]) = (1/4, 3/4), q = (3/4, 1/4): KL(p||q) = KL(q||p) =
+    (3/4 - 1/4) log 3 = 0.5 log 3; H(p) = H(q) = -(1/4 log 1/4 + 3/4 log 3/4)."""
+    a = torch.tensor([[0.0, math.log(3.0)]])
+    b = torch.tensor([[math.log(3.0), 0.0]])
+    got = M.pair_measures(a, b)
+    h = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    assert got["jeffreys"].item() == pytest.approx(math.log(3.0), rel=1e-5)
+    assert got["entropy"].item() == pytest.approx(2 * h, rel=1e-5)
+    assert got["sce"].item() == pytest.approx(math.log(3.0) + 2 * h, rel=1e-5)
+    assert got["l2"].item() == pytest.approx(math.sqrt(2) * 0.5, rel=1e-5)
+    assert got["tv"].item() == pytest.approx(0.5, rel=1e-5)
+    assert got["top1_change"].item() == 1.0
+    same = M.pair_measures(a, a)
+    assert same["jeffreys"].item() == pytest.approx(0, abs=1e-6)
+    assert same["l2"].item() == 0 and same["top1_change"].item() == 0
+    assert same["sce"].item() == pytest.approx(2 * h, rel=1e-5)  # SCE(p, p) = 2 H(p)
+
+
+def test_alignment_measures_are_the_metric_and_its_parts(model, stream):
+    """One pass gives the paper's metric (the same draws as misalignment_metrics), the metric
+    over every position, and the parts: SCE = Jeffreys + entropy, sample by sample."""
+    l_train = 16
+    res = M.alignment_measures(model, stream, l_train, n_samples=7, seed=2, batch_size=3,
+                               chunk_size=5)
+    ref = M.misalignment_metrics(model, stream, l_train, n_samples=7, seed=2, batch_size=3)
+    np.testing.assert_allclose(res.paper["sce"].values, ref["paper"].values, rtol=1e-4)
+    np.testing.assert_allclose(res.all.values, ref["all"].values, rtol=1e-4)
+    np.testing.assert_allclose(res.paper["sce"].values,
+                               np.add(res.paper["jeffreys"].values, res.paper["entropy"].values),
+                               rtol=1e-4)
+    assert len(res.by_sample) == 7 and all(1 <= s["l_extra"] <= l_train // 2
+                                           for s in res.by_sample)
+    assert all(s["top1_change"] in (0.0, 1.0) and 0 <= s["tv"] <= 1 for s in res.by_sample)

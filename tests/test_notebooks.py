@@ -81,11 +81,11 @@ def test_a_pipeline_notebook_checks_its_parameters_and_runs(out_root):
     pipe = load_config(profile="smoke", overrides={"seed": 1})
     write_resolved(pipe)
     params = notebook_parameters(pipe, "03_regularized_finetuning")
-    assert params["run_ids"] == [r.id for r in pipe.runs.finetune.values()]
+    assert params["run_ids"] == [pipe.runs.finetune[n].id for n in pipe.runs.grid]
     assert open_config(view(**params), "03_regularized_finetuning") == pipe
     with pytest.raises(ConfigError, match="view.alpha = 0.2: .* says 0.1"):
         open_config(view(**{**params, "alpha": 0.2}), "03_regularized_finetuning")
-    seed0 = [r.id for r in load_config(profile="smoke").runs.finetune.values()]
+    seed0 = [r.id for r in load_config(profile="smoke").runs.used_by(["finetune"])]
     with pytest.raises(ConfigError, match="run_ids: the pipeline made run folders"):
         open_config(view(**{**params, "run_ids": seed0}), "03_regularized_finetuning")
     # in the pipeline a missing run is an error, never trained inside the notebook's job

@@ -13,18 +13,22 @@ from lsa.runs import FINISHED, KINDS, mark_finished, read_log
 from conftest import ROOT
 
 
-def test_ids_are_the_ones_of_before_the_run_objects():
-    """Run ids name folders that already exist: the same configuration keeps its ids (these
-    were computed by the code before ``lsa.runs.Run``, commit 89e0c63)."""
+def test_ids_are_stable():
+    """Run ids name folders that already exist: the same configuration keeps its ids. The
+    fine-tuning ids changed once, when the grid's lists (methods, alphas, seeds, runs) left
+    their identity (so that adding a seed or an ablation run renames no run); the others are
+    those of the code before ``lsa.runs.Run`` (commit 89e0c63)."""
     smoke = from_mapping({"profile": "smoke"}).runs
     assert smoke.base.id == "base-7149dd109a"
-    assert smoke.finetune["pi_a0.1_s0"].id == "pi_a0.1_s0-bedb847bf6"
+    assert smoke.finetune["pi_a0.1_s0"].id == "pi_a0.1_s0-bbf8f31437"
     assert smoke.babilong["babilong_pi_a0_s0"].id == "babilong_pi_a0_s0-0e38a0536a"
     evaluate = from_mapping({"profile": "smoke", "seed": 1,
                              "defaults": {"babilong": {"design": "evaluate"}}}).runs
     assert evaluate.base.id == "base-ee8ddf8577"
-    assert evaluate.finetune["clex_a0_s0"].id == "clex_a0_s0-e0e387ed20"
-    assert evaluate.babilong_eval["clex_a0_s0"].id == "babilong-eval_clex_a0_s0-2741d27d9d"
+    assert evaluate.finetune["clex_a0_s0"].id == "clex_a0_s0-8759e75ddd"
+    assert evaluate.babilong_eval["clex_a0_s0"].id == "babilong-eval_clex_a0_s0-e24e915154"
+    more = from_mapping({"profile": "smoke", "defaults": {"finetune": {"seeds": [0, 5]}}}).runs
+    assert more.finetune["pi_a0.1_s0"].id == smoke.finetune["pi_a0.1_s0"].id
 
 
 def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
@@ -32,9 +36,16 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
     runs = pipe.runs
     assert pipe.runs is runs  # built once per configuration
     every = list(runs)
-    assert every[0] is runs.base and {r.kind for r in every} == {"base", "finetune", "babilong"}
+    assert every[0] is runs.base
+    assert {r.kind for r in every} == {"base", "finetune", "babilong", "probe"}
     assert len({r.id for r in every}) == len(every)
-    assert [r.name for r in runs.finetune.values()] == [s.name for s in pipe.finetune.run_specs()]
+    assert runs.grid == [s.name for s in pipe.finetune.run_specs()]
+    assert runs.ablation == [s.name for s in pipe.ablation.run_specs()]
+    assert list(runs.finetune) == list(dict.fromkeys(runs.ablation + runs.grid))
+    # an ablation run the grid has is the grid's run: one folder
+    assert "pi_a0.1_s0" in runs.grid and "pi_a0.1_s0" in runs.ablation
+    assert [r.id for r in runs.used_by(["ablation", "finetune"])].count(
+        runs.finetune["pi_a0.1_s0"].id) == 1
     pi = runs.get("finetune", "pi_a0.1_s0")
     assert pi.needs == (runs.base,) and pi.spec.alpha == 0.1 and pi.spec.method == "pi"
     assert pi.identity["base"] == runs.base.id and pi.identity["run"] == pi.spec.to_dict()
@@ -46,7 +57,7 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
         runs.get("finetune", "pi_a9_s0")
     with pytest.raises(ConfigError, match="run kind 'train'"):
         runs.get("train", "x")
-    assert set(KINDS) == {"base", "finetune", "babilong", "babilong-eval"}
+    assert set(KINDS) == {"base", "finetune", "babilong", "babilong-eval", "probe"}
 
 
 def test_a_run_is_finished_by_its_marker_written_last(out_root):

@@ -83,7 +83,8 @@ def test_config_values_reach_every_job_through_the_resolved_file(out_root):
     line = next(x for x in out.stdout.splitlines() if "05_babilong.ipynb -k" in x)
     params = yaml.safe_load(shlex.split(line.split(" -y ", 1)[1].split(" > ")[0])[0])
     assert params["config_file"].endswith("results/smoke/config.yaml") and params["seed"] == 1
-    assert sorted(params["run_ids"]) == sorted(seeded[k] for k in seeded if "babilong" in k)
+    assert sorted(params["run_ids"]) == sorted(seeded[k] for k in seeded
+                                               if k.startswith("babilong"))
 
 
 def test_a_user_configfile_reaches_every_job(out_root, tmp_path):
@@ -93,8 +94,9 @@ def test_a_user_configfile_reaches_every_job(out_root, tmp_path):
     out = run([tool("snakemake"), "-n", "-p", "--forceall", "--configfile", str(mine)])
     assert out.returncode == 0, out.stderr + out.stdout
     ids = check_plan(out.stdout, seed=1)
-    assert {k for k in ids if k.startswith("finetune")} == {
-        "finetune run pi_a0_s0", "finetune run pi_a0.3_s0"}
+    grid = {"finetune run pi_a0_s0", "finetune run pi_a0.3_s0"}
+    ablation = {f"finetune run {s.name}" for s in load_config(profile="smoke").ablation.run_specs()}
+    assert {k for k in ids if k.startswith("finetune")} == grid | ablation
     assert load_config(resolved_file("smoke")).finetune.alphas == [0.0, 0.3]
 
 
