@@ -10,7 +10,7 @@ import yaml
 from lsa.config import from_mapping
 from lsa.pipeline import notebook_parameters, workflow_settings, write_resolved
 from lsa import paths
-from lsa.runs import FINISHED
+from lsa.runs import FINISHED, SHARED_RUNS
 
 PIPE = from_mapping(config)
 PROFILE = PIPE.profile
@@ -26,6 +26,21 @@ def rel(path):
 # rewritten only when its content changes; an `ancient` input of every job (what the job reads,
 # not what triggers it: a changed setting changes the run ids, i.e. the outputs, instead)
 RESOLVED = rel(write_resolved(PIPE))
+
+# mini-full keeps its runs beside mini's (lsa.runs.SHARED_RUNS): a run both profiles configure
+# alike is made under mini's resolved file, so that its Snakemake record (inputs, command) is
+# the same in both and a finished run is never remade for the other profile
+if PROFILE in SHARED_RUNS:
+    _SHARED = from_mapping(config, profile=SHARED_RUNS[PROFILE])
+    SHARED_RESOLVED = rel(write_resolved(_SHARED))
+    SHARED_IDS = {run.id for run in _SHARED.runs}
+else:
+    SHARED_RESOLVED, SHARED_IDS = None, set()
+
+
+def run_config(run):
+    """The resolved file a run's job reads (an input that never triggers it: ancient)."""
+    return SHARED_RESOLVED if run.id in SHARED_IDS else RESOLVED
 
 
 def section_outputs(key):
