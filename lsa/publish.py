@@ -107,6 +107,7 @@ def _stamp_markdown(stamp: dict[str, Any], profile: str) -> str:
              f"- machine: {mach.get('platform')}, {mach.get('cpu_count')} CPUs, "
              f"{mach.get('memory_gib', '?')} GiB, CUDA: {mach.get('cuda')}",
              f"- `make reproduce` wall time: {rep['wall_s'] / 60:.1f} min "
-             f"({rep.get('cores', '?')} cores)", "",
+             f"({rep.get('cores', '?')} cores)"
+             + (f"; {rep['note']}" if rep.get("note") else ""), "",
              "## Where the time went", "", timings.markdown(profile)]
     return "\n".join(lines) + "\n"
