@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from lsa import stats
-from lsa.analysis import PARTS, measured_row, setting_label, wilson_interval
+from lsa.analysis import measured_row, setting_label, wilson_interval
 from lsa.config import PipelineConfig
 from lsa.report import Claim, fmt, paper
 
@@ -277,5 +277,5 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
     return [c.to_dict() for c in out]
 
 
-__all__ = ["PARTS", "PREDICTORS", "population_table", "scores", "table1", "comparisons",
+__all__ = ["PREDICTORS", "population_table", "scores", "table1", "comparisons",
            "partial_rows", "top1_by_l_extra", "claims"]
