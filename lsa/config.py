@@ -329,12 +329,26 @@ class FinetuneConfig(StrictConfig):
         return grid + list(self.runs)
 
 
+@dataclass
+class NotebookCall(StrictConfig):
+    """How the pipeline calls a notebook that reads runs: the fields every such settings class
+    starts with (its other fields are the section's own)."""
+
+    profile: Profile = setting("smoke", help=PROFILE_HELP)
+    seed: int = setting(0, ge=0, help="the pipeline's seed (also the probes' metric draws)")
+    config_file: str | None = setting(
+        None, help="the resolved configuration the pipeline passes (null: config/config.yaml)")
+    run_ids: list[str] | None = setting(
+        None, help="the run folders the pipeline made for this notebook (null: run alone)")
+    train_missing: bool = setting(True, help="run alone: train the runs not made yet")
+
+
 AblationItem = Literal["divergence", "alpha_sweep", "l_extra", "exposure", "compute", "parts"]
 ABLATION_ITEMS: tuple[str, ...] = get_args(AblationItem)
 
 
 @dataclass
-class AblationConfig(StrictConfig):
+class AblationConfig(NotebookCall):
     """Section 5.3 (notebook ``04_ablations``): the regularizer taken apart. Every run is a
     fine-tuning run (the one trainer, the ``finetune`` settings, the same base model, paired by
     seed); a run the Section 5.1-5.2 grid also has (same settings, same name) is one run.
@@ -346,13 +360,6 @@ class AblationConfig(StrictConfig):
 
     _section: typing.ClassVar[str] = "ablation"
 
-    profile: Profile = setting("smoke", help=PROFILE_HELP)
-    seed: int = setting(0, ge=0, help="the pipeline's seed")
-    config_file: str | None = setting(
-        None, help="the resolved configuration the pipeline passes (null: config/config.yaml)")
-    run_ids: list[str] | None = setting(
-        None, help="the run folders the pipeline made for this notebook (null: run alone)")
-    train_missing: bool = setting(True, help="run alone: train the runs not made yet")
     items: list[AblationItem] = setting(factory=lambda: ["divergence", "exposure"], unique=True,
                                         help="the items run (the others say 'not run')")
     method: Method = setting("pi", help="the method of every item but alpha_sweep, and the "
@@ -431,7 +438,7 @@ ProbeRope = Literal["pi", "ntk", "yarn", "dynamic", "abf"]
 
 
 @dataclass
-class PopulationConfig(StrictConfig):
+class PopulationConfig(NotebookCall):
     """Section 4.1 (notebook ``02_misalignment_correlation``): Table 1 on a population of
     models. The population: every finished fine-tuning run of the profile (grid and
     ablations), and *probes*: the base model, the base under RoPE settings without fine-tuning
@@ -442,13 +449,6 @@ class PopulationConfig(StrictConfig):
 
     _section: typing.ClassVar[str] = "population"
 
-    profile: Profile = setting("smoke", help=PROFILE_HELP)
-    seed: int = setting(0, ge=0, help="the pipeline's seed (the probes' metric draws)")
-    config_file: str | None = setting(
-        None, help="the resolved configuration the pipeline passes (null: config/config.yaml)")
-    run_ids: list[str] | None = setting(
-        None, help="the run folders the pipeline made for this notebook (null: run alone)")
-    train_missing: bool = setting(True, help="run alone: make the runs and probes not made yet")
     rope_methods: list[ProbeRope] = setting(
         factory=lambda: ["pi", "ntk", "yarn"], unique=True,
         help="probes: the base model with these RoPE settings, no fine-tuning")
