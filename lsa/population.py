@@ -192,6 +192,15 @@ def _sign_verdict(low: float, high: float, paper_sign: int) -> str:
     return "agrees" if (low > 0) == (paper_sign > 0) else "disagrees"
 
 
+def _comparison(comp: pd.DataFrame, score: str, better: str, worse: str) -> pd.Series | None:
+    """The Pearson row of ``comparisons`` for ``better`` vs ``worse`` on ``score``, if any."""
+    if comp.empty:
+        return None
+    sel = comp[(comp["score"] == score) & (comp["method"] == "pearson")
+               & (comp["better"] == better) & (comp["worse"] == worse)]
+    return sel.iloc[0] if len(sel) else None
+
+
 def _corr_text(row: dict[str, Any]) -> str:
     return (f"r = {row['r']:+.2f} [{row['low']:+.2f}, {row['high']:+.2f}], "
             f"permutation p = {fmt(row['p_permutation'], 2)}, n = {row['n']}")
@@ -222,23 +231,17 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
                          f"r = {ce.value}", ce.grade, _corr_text(row),
                          _sign_verdict(row["low"], row["high"], -1),  # type: ignore[arg-type]
                          "training loss = CE at the training window on the test books"))
-    sel = comp[(comp["score"] == score) & (comp["method"] == "pearson")
-               & (comp["better"] == "misalignment") & (comp["worse"] == "train_loss")] \
-        if not comp.empty else comp
-    if len(sel):
-        c = sel.iloc[0]
-        verdict = "agrees" if c["low"] > 0 else "disagrees" if c["high"] < 0 else "inconclusive"
+    c = _comparison(comp, score, "misalignment", "train_loss")
+    if c is not None:
+        verdict = _sign_verdict(c["low"], c["high"], +1)
         out.append(Claim("T1.3", "Sec. 4.1", "The misalignment predicts the score better than "
                          "the training loss", f"|r| {abs(mis.value)} vs {abs(ce.value)}",
                          mis.grade, f"|r(L_misalign)| - |r(CE)| = {c['difference']:+.2f} "
                          f"[{c['low']:+.2f}, {c['high']:+.2f}], n = {c['n']}",
                          verdict, "bootstrap interval of the difference, resampling models"))
-    sel = comp[(comp["score"] == score) & (comp["method"] == "pearson")
-               & (comp["better"] == "jeffreys") & (comp["worse"] == "entropy")] \
-        if not comp.empty else comp
-    if len(sel):
-        c = sel.iloc[0]
-        verdict = "agrees" if c["low"] > 0 else "disagrees" if c["high"] < 0 else "inconclusive"
+    c = _comparison(comp, score, "jeffreys", "entropy")
+    if c is not None:
+        verdict = _sign_verdict(c["low"], c["high"], +1)
         parts = "; ".join(f"{p}: r = {pear.loc[p, 'r']:+.2f}" for p in ("jeffreys", "entropy")
                           if p in pear.index)
         out.append(Claim("T1.4", "Sec. 4.1 (audit 1)", "The alignment part (Jeffreys), not the "
