@@ -1,6 +1,6 @@
 """The paper's reference values (the one place they live) and the claim records.
 
-Every reference value carries the grade of ``shared/docs/paper.md``:
+Every reference value carries the grade of ``docs/paper.md``:
 
 - ``A``: the authors' own words (paper text, table image, rebuttal);
 - ``B``: a third-party summary, plausible but unchecked;

@@ -1,4 +1,4 @@
-"""Context-extension methods against dense references and the formulas of methods.md."""
+"""Context-extension methods against dense references and the formulas of docs/methods.md."""
 
 import math
 

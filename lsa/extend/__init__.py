@@ -1,7 +1,7 @@
 """Context extension: what each method changes in a base model for a target window.
 
-Notation of ``methods.md``: base ``b`` (``rope_theta``), head dim ``d``, original window ``L0``,
-target window ``L``, scale ``s = L / L0``.
+Notation of ``docs/methods.md``: base ``b`` (``rope_theta``), head dim ``d``, original window
+``L0``, target window ``L``, scale ``s = L / L0``.
 
 | method     | RoPE (transformers' own)                     | attention     | weights            |
 |------------|----------------------------------------------|---------------|--------------------|
