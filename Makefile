@@ -32,7 +32,7 @@ test: install
 reproduce: install
 	@start=$$(date +%s); set -e; \
 	$(BIN)/python -m lsa fetch books; \
-	$(BIN)/snakemake --cores $(CORES) --config profile=$(PROFILE); \
+	$(BIN)/python -m lsa pipeline --profile $(PROFILE) --cores $(CORES); \
 	$(BIN)/python -m lsa check --profile $(PROFILE); \
 	$(BIN)/python -m lsa timings --profile $(PROFILE) --record-since $$start --cores "$(CORES)"
 

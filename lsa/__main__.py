@@ -3,6 +3,8 @@
     python -m lsa config   [--profile P] [--section S]  the notebooks' validated parameters
     python -m lsa config   --resolved | --fields | --runs   the resolved configuration, every
                                                         setting documented, every run's folder
+    python -m lsa pipeline [--profile P] [--cores N]    Snakemake for a profile, resuming an
+                                                        interrupted run (stale lock, cut jobs)
     python -m lsa check    [--profile P]                check the outputs of a pipeline run
     python -m lsa fetch    books                        fetch the book corpus into data/
     python -m lsa pretrain [--profile P]                the profile's base model (a run folder)
@@ -103,6 +105,13 @@ def _check(args) -> int:
     return 1 if problems else 0
 
 
+def _pipeline(args) -> int:
+    from lsa.launch import run_pipeline
+
+    profile = args.profile or _load(args).profile
+    return run_pipeline(profile, args.cores, args.config, args.snakemake_args)
+
+
 def _fetch(args) -> int:
     from lsa.data.books import locate_books
 
@@ -191,6 +200,15 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("check", help="check the files a pipeline run wrote")
     _profile_options(p, "default: results/<profile>/config.yaml when the pipeline wrote it")
     p.set_defaults(func=_check)
+    p = sub.add_parser("pipeline", help="run Snakemake for a profile; an interrupted run "
+                       "resumes (a stale lock is removed, cut jobs are made again)")
+    p.add_argument("--profile", choices=PROFILES)
+    p.add_argument("--cores", default="all")
+    p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="more Snakemake --config values (profile= is set by --profile)")
+    p.add_argument("snakemake_args", nargs="*", metavar="-- SNAKEMAKE_ARGS",
+                   help="anything else for Snakemake, after --")
+    p.set_defaults(func=_pipeline)
     p = sub.add_parser("fetch", help="fetch input data into data/")
     p.add_argument("what", choices=["books"])
     p.set_defaults(func=_fetch)

@@ -214,7 +214,7 @@ class RunConfig(StrictConfig):
     alpha: float = setting(0.0, ge=0, help="weight of the misalignment term (0: CE only)")
     seed: int = setting(0, ge=0, help="seed of the data order and the model's random draws")
     ce_on: Literal["a", "b", "both"] = setting("a", help="windows whose CE is trained")
-    l_extra_setting: int = setting(1, help="how l_extra is drawn: 1, 2, 3 or 4 (methods.md)")
+    l_extra_setting: int = setting(1, help="how l_extra is drawn: 1, 2, 3 or 4 (docs/methods.md)")
     divergence: Literal["sce", "jeffreys", "entropy"] = setting(
         "sce", help="sce (the paper), jeffreys (alignment part only), entropy (H(p) + H(q))")
     l_train: int | None = setting(None, ge=2, help="training window; null: finetune.l_train")
@@ -225,7 +225,7 @@ class RunConfig(StrictConfig):
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.name):
             self._fail("name", "must be letters, digits and _ . + - only")
         if self.l_extra_setting not in (1, 2, 3, 4):
-            self._fail("l_extra_setting", "must be 1, 2, 3 or 4 (see methods.md)")
+            self._fail("l_extra_setting", "must be 1, 2, 3 or 4 (see docs/methods.md)")
 
 
 def grid_run_name(method: str, alpha: float, seed: int) -> str:
@@ -379,7 +379,7 @@ class AblationConfig(NotebookCall):
     sweep_alphas: list[float] = setting(factory=lambda: [0.0, 0.1, 0.3, 0.5, 1.0], unique=True,
                                         each_ge=0.0, help="alpha_sweep: alphas (paper Table 4)")
     l_extra_settings: list[int] = setting(factory=lambda: [1, 2, 3, 4], unique=True,
-                                          help="l_extra: settings 1-4 (methods.md)")
+                                          help="l_extra: settings 1-4 (docs/methods.md)")
     l_extra_alphas: list[float] = setting(
         factory=lambda: [0.1, 1.0], unique=True, each_ge=0.0,
         help="l_extra: alphas (the paper's 0.1 and item divergence's best, chosen beforehand: "
@@ -399,7 +399,7 @@ class AblationConfig(NotebookCall):
             if any(a == 0 for a in getattr(self, key)):
                 self._fail(key, "must be > 0 (the CE-only run is always part of the item)")
         if any(s not in (1, 2, 3, 4) for s in self.l_extra_settings):
-            self._fail("l_extra_settings", "must be among 1, 2, 3, 4 (see methods.md)")
+            self._fail("l_extra_settings", "must be among 1, 2, 3, 4 (see docs/methods.md)")
         if self.method == "none":
             self._fail("method", "must be a positional method (item parts compares it with "
                                  "'none')")
@@ -677,6 +677,29 @@ class PipelineConfig(StrictConfig):
 RESOLVED_KEY = "resolved"  # marks a resolved file (results/<profile>/config.yaml)
 
 
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A configuration file as a mapping; an empty file, invalid YAML (with its line) or a top
+    level that is not a mapping stops with a ConfigError naming the file."""
+    expected = "a YAML mapping of settings (see config/config.yaml)"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: not valid YAML ({problem}); expected {expected}") from None
+    if raw is None:
+        raise ConfigError(f"{path}: the file is empty; expected {expected}")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level is a {type(raw).__name__}; expected "
+                          f"{expected}")
+    return raw
+
+
 def load_config(path: str | Path | None = None, profile: str | None = None,
                 overrides: dict[str, Any] | None = None) -> PipelineConfig:
     """The configuration of ``profile``: from ``config/config.yaml`` (or another layered file,
@@ -688,7 +711,7 @@ def load_config(path: str | Path | None = None, profile: str | None = None,
     path = Path(path) if path else paths.CONFIG_FILE
     if not path.is_absolute() and not path.exists():
         path = paths.ROOT / path  # a pipeline path, relative to the repository
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_yaml(path)
     if not raw.get(RESOLVED_KEY):
         return from_mapping(merge(raw, overrides or {}), profile=profile)
     if overrides:

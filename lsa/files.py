@@ -23,22 +23,49 @@ from typing import Any
 
 from lsa import paths
 
+TMP_SUFFIX = ".tmp"  # an atomic write's temporary file: `.<name>.<random>.tmp` beside the target
 PACKAGES = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "datasets",
             "tokenizers", "numpy", "pandas", "seaborn", "papermill", "snakemake")
 
 
+class InputFormatError(ValueError):
+    """An input file (books, bAbI, BABILong prompts, LongBench, the configuration) that is
+    malformed or empty; the message names the file, the line or key, and what was expected."""
+
+
+def bad_input(path: str | Path, problem: str, expected: str, line: int | None = None,
+              cls: type[InputFormatError] = InputFormatError) -> InputFormatError:
+    """The error for ``path`` (``line``): ``<file>, line N: <problem>; expected <expected>``."""
+    where = f"{path}, line {line}" if line is not None else str(path)
+    return cls(f"{where}: {problem}; expected {expected}")
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    from lsa import faults
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            fh.write(data[:len(data) // 2])
+            fh.flush()
+            faults.point(f"write:{path.parent.name}/{path.name}")
+            fh.write(data[len(data) // 2:])
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def remove_partial_writes(folder: str | Path) -> list[Path]:
+    """Delete the temporary files that killed atomic writes left in ``folder`` (not below it);
+    returns them."""
+    stale = [p for p in Path(folder).glob(f".*{TMP_SUFFIX}") if p.is_file()]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -26,7 +26,7 @@ import torch
 
 from lsa.config import PipelineConfig
 from lsa.data.corpus import Corpus, book_texts, load_corpus_for, prepare_corpus
-from lsa.files import save_metrics, write_json
+from lsa.files import remove_partial_writes, save_metrics, write_json
 from lsa.runs import Run, mark_finished
 from lsa.seeding import seed_everything
 
@@ -173,6 +173,9 @@ def babilong_train(pipe: PipelineConfig, run: Run, progress: bool = True) -> Pat
     for task in bcfg.tasks:
         samples, sources[task] = load_babi(task, "train", None, seed=spec.seed)
         train_samples.extend(short(samples)[:bcfg.train_samples])
+    # the test files too are read before any training: a bad file stops the job at once
+    test = {task: short(load_babi(task, "test", None, seed=1000 + spec.seed)[0])
+            for task in bcfg.tasks}
     stream = BabilongStream(train_samples, train_hay, corpus.streams["train"], corpus.tokenizer,
                             l_train=bcfg.l_train).keep_fitting(int(0.8 * bcfg.l_train))
     model, _ = build_for_run(pipe, spec, bcfg.l_train)
@@ -180,8 +183,6 @@ def babilong_train(pipe: PipelineConfig, run: Run, progress: bool = True) -> Pat
                           answer_weight=bcfg.answer_weight)
     summary = train(model, stream, folder, bcfg.optim, objective, spec.seed,
                     run_config=run.identity, progress=progress)
-    test = {task: short(load_babi(task, "test", None, seed=1000 + spec.seed)[0])
-            for task in bcfg.tasks}
     lengths = [m * bcfg.l_train for m in bcfg.eval_multiples]
     rows = evaluate_grid(model, corpus.tokenizer, test, test_hay, lengths, bcfg.test_samples,
                          seed=spec.seed, max_new_tokens=bcfg.max_new_tokens, scorer=bcfg.scorer,
@@ -277,15 +278,15 @@ def babilong_evaluate(pipe: PipelineConfig, run: Run, progress: bool = True) -> 
     if run.finished:
         return folder
     prompts = read_prompts(locate_prompts(bcfg.prompts_file), bcfg.tasks)  # before any model
+    test, sources = {}, {}
+    for task in bcfg.tasks:
+        test[task], sources[task] = load_babi(task, "test", None, seed=1000 + pipe.seed)
+    texts, books_source = book_texts(pcfg.data, ("test",))
     started = time.time()
     seed_everything(pipe.seed)
     model, tokenizer = load_finetuned(pipe, finetuned)
     spec = finetuned.spec
-    texts, books_source = book_texts(pcfg.data, ("test",))
     haystack = [s for book in texts["test"].values() for s in split_sentences(book)]
-    test, sources = {}, {}
-    for task in bcfg.tasks:
-        test[task], sources[task] = load_babi(task, "test", None, seed=1000 + pipe.seed)
 
     def grid(task: str, lengths: list[int], depths: list[float] | None) -> list[dict]:
         return evaluate_grid(model, tokenizer, {task: test[task]}, haystack, lengths,
@@ -369,7 +370,12 @@ JOBS = {"base": pretrain, "finetune": finetune, "babilong": babilong_train,
 
 
 def run_job(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
-    """The job of ``run``'s kind (its inputs must be finished)."""
+    """The job of ``run``'s kind (its inputs must be finished). A run that is not finished
+    starts again (from its checkpoint, when it has one) without the temporary files of writes
+    an earlier, killed attempt left."""
+    if not run.finished and run.folder.is_dir():
+        for stale in remove_partial_writes(run.folder):
+            print(f"removed {stale.name}, a write cut by an earlier attempt")
     return JOBS[run.kind](pipe, run, progress=progress)
 
 

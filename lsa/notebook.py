@@ -50,8 +50,10 @@ def parameters(namespace: dict[str, Any], mark: frozenset[str]) -> dict[str, Any
 def open_config(cfg: StrictConfig, section: str) -> PipelineConfig:
     """The configuration notebook ``section`` reads (see the module's docstring); a
     ConfigError when the pipeline's file and the notebook's parameters or runs disagree."""
+    from lsa import faults
     from lsa.config import load_config
 
+    faults.point(f"notebook:{section}")  # the tests' interruption of a notebook
     config_file = getattr(cfg, "config_file", None)
     pipe = load_config(config_file, profile=getattr(cfg, "profile", None))
     if config_file is None:

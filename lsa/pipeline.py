@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from lsa import paths
-from lsa.config import PROFILES, RESOLVED_KEY, PipelineConfig, load_config
+from lsa.config import PROFILES, RESOLVED_KEY, PipelineConfig, load_config, read_yaml
 from lsa.runs import FINISHED, KINDS
 from lsa.strict import ConfigError, StrictConfig, merge, setting
 
@@ -152,12 +152,27 @@ class WorkflowSettings(StrictConfig):
 
 def workflow_settings(path: Path | None = None) -> WorkflowSettings:
     """``workflow/settings.yaml``, validated."""
-    raw = yaml.safe_load((path or WORKFLOW_SETTINGS).read_text()) or {}
+    raw = read_yaml(path or WORKFLOW_SETTINGS)
     return WorkflowSettings.from_dict(raw, prefix="")
 
 
 # ---------------------------------------------------------------------------------------------
 # checks on what a pipeline run wrote
+
+
+def unmark_broken_runs(runs) -> list[tuple[Any, list[str]]]:
+    """Take the finished marker away from every marked run whose files do not verify
+    (``lsa.runs.output_problems``: a file cut or damaged after the job ended), so that Snakemake
+    makes the run again instead of reading broken files; returns those runs and their
+    problems. The Snakefile calls it before it plans."""
+    broken = []
+    for run in runs:
+        if run.finished:
+            problems = run.problems()
+            if problems:
+                (run.folder / FINISHED).unlink(missing_ok=True)
+                broken.append((run, problems))
+    return broken
 
 
 def check_runs(pipe: PipelineConfig) -> list[str]:
@@ -166,6 +181,8 @@ def check_runs(pipe: PipelineConfig) -> list[str]:
     for run in pipe.runs:
         label = "base" if run.kind == "base" else \
             f"{run.kind}_{run.name}" if run.kind in ("babilong-eval", "probe") else run.name
+        if run.finished:
+            problems.extend(f"run {label}: {p}" for p in run.problems())
         try:
             metrics = json.loads((run.folder / "metrics.json").read_text())
             json.loads((run.folder / FINISHED).read_text())

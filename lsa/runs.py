@@ -21,8 +21,10 @@ configure alike are made once):
 - ``metrics.jsonl``: one line per optimizer step (``LOG``);
 - ``model/``, ``tokenizer/`` (base), ``checkpoint/`` while training;
 - ``metrics.json`` (evaluations) and ``run_info.json`` (provenance);
-- ``train_summary.json``, written last (``FINISHED``): a folder with it is finished and reused;
-  anything else is (re)started.
+- ``train_summary.json``, written last (``FINISHED``) once the files above verify
+  (``output_problems``): a folder with it is finished and reused; anything else is
+  (re)started. The pipeline takes the marker away from a run whose files no longer verify
+  (``lsa.pipeline.unmark_broken_runs``), so that run is made again.
 """
 
 from __future__ import annotations
@@ -67,12 +69,75 @@ def is_finished(folder: Path) -> bool:
     return (Path(folder) / FINISHED).exists()
 
 
+def _safetensors_problem(path: Path) -> str | None:
+    """Why a ``.safetensors`` file is unreadable (a cut header or data), or None."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            if size < 8 + n:
+                return f"{path.name}: cut inside its header ({size} bytes)"
+            header = json.loads(fh.read(n))
+    except (OSError, ValueError) as exc:
+        return f"{path.name}: unreadable header ({exc})"
+    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"),
+              default=0)
+    if size < 8 + n + end:
+        return f"{path.name}: {size} bytes, its header describes {8 + n + end}"
+    return None
+
+
+def output_problems(folder: str | Path, finished: bool = True) -> list[str]:
+    """What is wrong with the files a run wrote: every JSON file parses (``metrics.json`` and
+    ``run_info.json`` always, ``config.json`` and each line of the log where they exist, the
+    marker when ``finished``), and every ``.safetensors`` file under ``model/`` holds what its
+    header announces. An empty list: the outputs are whole. The job checks this before it
+    writes the marker; the pipeline, before it takes a marked run as finished."""
+    folder = Path(folder)
+    problems: list[str] = []
+    names = ["metrics.json", "run_info.json", *(["config.json"] if (folder / "config.json")
+                                                .exists() else [])]
+    for name in names + ([FINISHED] if finished else []):
+        try:
+            value = json.loads((folder / name).read_text())
+        except FileNotFoundError:
+            problems.append(f"{name} missing")
+            continue
+        except (OSError, ValueError) as exc:
+            problems.append(f"{name} unreadable ({exc})")
+            continue
+        if not isinstance(value, dict):
+            problems.append(f"{name}: not a JSON object")
+    if (folder / LOG).exists():
+        for i, line in enumerate((folder / LOG).read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                json.loads(line)
+            except ValueError:
+                problems.append(f"{LOG}, line {i}: not JSON ({line[:40]!r})")
+                break
+    for path in sorted((folder / "model").glob("*.safetensors")):
+        problem = _safetensors_problem(path)
+        if problem:
+            problems.append(f"model/{problem}")
+    return problems
+
+
+class IncompleteOutputs(RuntimeError):
+    """A job's outputs did not verify: the run is not marked finished."""
+
+
 def mark_finished(folder: str | Path, summary: dict[str, Any]) -> None:
-    """Mark a run finished (after its evaluation, so a half-done run is never reused); its
-    checkpoint is no longer needed."""
+    """Mark a run finished, after its evaluation and once its outputs verify
+    (``output_problems``), so a half-done or half-written run is never reused; its checkpoint
+    is no longer needed."""
     from lsa.files import write_json
 
     folder = Path(folder)
+    problems = output_problems(folder, finished=False)
+    if problems:
+        raise IncompleteOutputs(f"{folder}: not marked finished: " + "; ".join(problems))
     write_json(folder / FINISHED, summary)
     ckpt = folder / "checkpoint"
     if ckpt.exists():
@@ -128,6 +193,10 @@ class Run:
     @property
     def finished(self) -> bool:
         return is_finished(self.folder)
+
+    def problems(self) -> list[str]:
+        """What is wrong with a finished run's files (``output_problems``); [] when whole."""
+        return output_problems(self.folder)
 
     @property
     def job(self) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from lsa import faults
 from lsa.config import OptimConfig
 from lsa.files import atomic_write_text, write_json
 from lsa.misalign import ce_loss, misalignment_loss, sample_l_extra
@@ -175,6 +177,39 @@ def truncate_log(path: Path, step: int) -> None:
     atomic_write_text(path, "".join(kept))
 
 
+def save_checkpoint(acc, ckpt: Path, step: int, tokens: int = 0) -> None:
+    """The training state after ``step`` in ``ckpt``, replaced whole or not at all: written to
+    ``checkpoint.tmp`` (``step.json`` last) and renamed over the previous one, so a run killed
+    while saving resumes from the previous checkpoint, never from a mix of two."""
+    tmp = ckpt.with_suffix(".tmp")
+    if acc.is_main_process and tmp.exists():
+        shutil.rmtree(tmp)
+    acc.wait_for_everyone()
+    acc.save_state(str(tmp))
+    if acc.is_main_process:
+        faults.point(f"checkpoint:{ckpt.parent.name}:{step}")
+        write_json(tmp / "step.json", {"step": step, "tokens": tokens})
+        old = ckpt.with_suffix(".old")
+        if ckpt.exists():
+            ckpt.rename(old)
+        tmp.rename(ckpt)
+        if old.exists():
+            shutil.rmtree(old)
+    acc.wait_for_everyone()
+
+
+def recover_checkpoint(ckpt: Path) -> None:
+    """Tidy what a kill inside ``save_checkpoint`` left: a complete ``checkpoint.tmp``
+    (``step.json`` written) with no ``checkpoint`` beside it becomes the checkpoint; any other
+    ``checkpoint.tmp`` or ``checkpoint.old`` is removed."""
+    tmp, old = ckpt.with_suffix(".tmp"), ckpt.with_suffix(".old")
+    if not ckpt.exists() and (tmp / "step.json").exists():
+        tmp.rename(ckpt)
+    for leftover in (tmp, old):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+
+
 def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Objective,
           seed: int, *, run_config: dict[str, Any] | None = None, progress: bool = True,
           accelerator=None) -> dict[str, Any]:
@@ -224,15 +259,20 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     acc.register_for_checkpointing(sched, *([scaler] if scaler.is_enabled() else []))
     ckpt = out_dir / "checkpoint"
     start = 0
+    if acc.is_main_process:
+        recover_checkpoint(ckpt)
+    acc.wait_for_everyone()
+    tokens_seen = 0
     if (ckpt / "step.json").exists():
         acc.load_state(str(ckpt))
-        start = json.loads((ckpt / "step.json").read_text())["step"]
+        state = json.loads((ckpt / "step.json").read_text())
+        start, tokens_seen = state["step"], state.get("tokens", 0)
     log_path = out_dir / LOG
     if acc.is_main_process:
         truncate_log(log_path, start)
     acc.wait_for_everyone()
     model.train()
-    tokens_seen, t0 = 0, time.time()
+    t0 = time.time()
     bar = tqdm(range(start, optim.steps), desc=out_dir.name,
                disable=not progress or not acc.is_main_process, initial=start,
                total=optim.steps)
@@ -258,6 +298,7 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
                         + ". Lower the learning rate or alpha; the last checkpoint (if any) is "
                           "kept.")
                 acc.backward(scaler.scale(loss / optim.grad_accum))
+                faults.point(f"train:{out_dir.name}:{step + 1}")
             for key, value in parts.items():
                 parts_sum[key] = parts_sum.get(key, 0.0) + float(value) / optim.grad_accum
             tokens_seen += tokens.numel()
@@ -278,9 +319,7 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
                         **({"sce": f"{parts_sum['misalign']:.3f}"} if "misalign" in parts_sum
                            else {}))
         if optim.save_every and (step + 1) % optim.save_every == 0 and step + 1 < optim.steps:
-            acc.save_state(str(ckpt))
-            if acc.is_main_process:
-                write_json(ckpt / "step.json", {"step": step + 1})
+            save_checkpoint(acc, ckpt, step + 1, tokens_seen)
     bar.close()
     model = acc.unwrap_model(model)
     for p, dtype in lowered:

@@ -2,6 +2,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,19 @@ def tokenizer(tmp_path_factory):
 
     text = ["the cat sat on the mat. " * 50, "a dog ran in the park! " * 50]
     return train_tokenizer(text, 300, tmp_path_factory.mktemp("tok"))
+
+
+@pytest.fixture(scope="session")
+def smoke_pipeline():
+    """The whole smoke pipeline, uninterrupted, into the real results/smoke and figures/smoke
+    (never another profile's outputs); its wall time in seconds. Shared by the end-to-end
+    checks (test_pipeline.py) and the fault-injection test's reference (test_faults.py)."""
+    saved = os.environ.pop("LSA_OUTPUT_ROOT", None)
+    try:
+        start = time.time()
+        out = run([tool("snakemake"), "--cores", "all", "--config", "profile=smoke"])
+        assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
+        return time.time() - start
+    finally:
+        if saved is not None:
+            os.environ["LSA_OUTPUT_ROOT"] = saved

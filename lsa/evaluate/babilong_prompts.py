@@ -32,6 +32,7 @@ from lsa import paths
 from lsa.data.babilong import BabilongSample
 from lsa.data.books import DataMissingError
 from lsa.evaluate.babilong import PromptTemplate
+from lsa.files import InputFormatError, bad_input
 
 PROMPT_PARTS = ("instruction", "examples", "post_prompt")
 TEMPLATE_FIELDS = frozenset(PROMPT_PARTS + ("context", "question"))
@@ -39,7 +40,7 @@ SOURCE = "https://github.com/booydar/babilong (file babilong/prompts.py)"
 RAW_URL = "https://raw.githubusercontent.com/booydar/babilong/main/babilong/prompts.py"
 
 
-class PromptsFormatError(ValueError):
+class PromptsFormatError(InputFormatError):
     """The prompts file lacks what the evaluation needs, or has it in an unexpected shape."""
 
 
@@ -166,10 +167,18 @@ def read_prompts(path: str | Path, tasks: list[str] | None = None) -> BenchmarkP
     """Parse the benchmark's prompts file; ``tasks`` (if given) must all have prompts."""
     path = Path(path)
     raw = path.read_bytes()
+    expected = ("the benchmark's babilong/prompts.py: DEFAULT_TEMPLATE and DEFAULT_PROMPTS "
+                "built from string constants")
+    if not raw.strip():
+        raise bad_input(path, "the file is empty", expected, cls=PromptsFormatError)
     try:
         names = parse_module(raw.decode("utf-8"))
-    except (SyntaxError, UnicodeDecodeError) as exc:
-        raise PromptsFormatError(f"{path}: not a readable Python file ({exc})") from None
+    except SyntaxError as exc:
+        raise bad_input(path, f"not Python ({exc.msg})", expected, exc.lineno,
+                        cls=PromptsFormatError) from None
+    except UnicodeDecodeError as exc:
+        raise bad_input(path, f"byte {exc.start} is not UTF-8", expected,
+                        raw[:exc.start].count(b"\n") + 1, cls=PromptsFormatError) from None
     template, prompts = names.get("DEFAULT_TEMPLATE"), names.get("DEFAULT_PROMPTS")
     if not isinstance(template, str):
         raise PromptsFormatError(f"{path}: no string DEFAULT_TEMPLATE built from string "

@@ -50,6 +50,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lsa.files import bad_input
+
 DATASETS = ["qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "gov_report", "multi_news",
             "trec", "triviaqa", "samsum", "passage_count", "passage_retrieval_en", "lcc",
             "repobench-p"]
@@ -181,20 +183,82 @@ def longbench_e_score(per_dataset: dict[str, dict[str, float]]) -> float:
     return sum(d["overall"] for d in per_dataset.values()) / len(per_dataset)
 
 
+TABLES = {"dataset2prompt.json": (str, "a prompt template with {context} and {input}"),
+          "dataset2maxlen.json": (int, "the maximum answer length in tokens")}
+
+
+def _read_json(path: Path, expected: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} not found: LongBench's configuration tables "
+                                "(dataset2prompt.json, dataset2maxlen.json) belong in "
+                                "$LSA_DATA_DIR/longbench/") from None
+    if not text.strip():
+        raise bad_input(path, "the file is empty", expected)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise bad_input(path, f"not JSON ({exc.msg}, column {exc.colno})", expected,
+                        exc.lineno) from None
+
+
 def load_tables(config_dir: str | Path) -> tuple[dict[str, str], dict[str, int]]:
+    """LongBench's ``dataset2prompt.json`` and ``dataset2maxlen.json`` from ``config_dir``,
+    checked: one object per file mapping each dataset to its prompt template (a string) or its
+    maximum answer length (an integer), the same datasets in both."""
     folder = Path(config_dir)
-    prompts = json.loads((folder / "dataset2prompt.json").read_text())
-    maxlen = json.loads((folder / "dataset2maxlen.json").read_text())
+    tables = []
+    for name, (kind, meaning) in TABLES.items():
+        expected = f"a JSON object mapping each dataset name to {meaning}"
+        table = _read_json(folder / name, expected)
+        if not isinstance(table, dict) or not table:
+            raise bad_input(folder / name, "not a non-empty JSON object", expected)
+        for key, value in table.items():
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise bad_input(folder / name, f"key {key!r} holds {value!r}", expected)
+        tables.append(table)
+    prompts, maxlen = tables
+    if set(prompts) != set(maxlen):
+        odd = sorted(set(prompts) ^ set(maxlen))[0]
+        raise bad_input(folder, f"dataset {odd!r} is in one table only",
+                        "dataset2prompt.json and dataset2maxlen.json over the same datasets")
     return prompts, maxlen
+
+
+ROW_FIELDS = {"input": str, "context": str, "answers": list, "length": int}
+ROW_FORMAT = ("one JSON object per line with input and context (strings), answers (a list of "
+              "strings), length (an integer word count) and all_classes (a list or null)")
 
 
 def load_dataset_file(data_dir: str | Path, dataset: str, limit: int | None = None
                       ) -> list[dict[str, Any]]:
+    """The rows of ``<data_dir>/<dataset>_e.jsonl``, each checked against ``ROW_FORMAT``; a
+    malformed line or an empty file stops with an error naming the file and the line."""
     path = Path(data_dir) / f"{dataset}_e.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"LongBench-E file {path} not found: download LongBench's data "
                                 "(the *_e.jsonl files) and point longbench data_dir at it")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise bad_input(path, f"not JSON ({exc.msg})", ROW_FORMAT, number) from None
+        if not isinstance(row, dict):
+            raise bad_input(path, "not a JSON object", ROW_FORMAT, number)
+        for key, kind in ROW_FIELDS.items():
+            if not isinstance(row.get(key), kind) or isinstance(row.get(key), bool):
+                raise bad_input(path, f"{key} = {row.get(key)!r}", ROW_FORMAT, number)
+        if not all(isinstance(a, str) for a in row["answers"]):
+            raise bad_input(path, "answers holds a non-string", ROW_FORMAT, number)
+        if row.get("all_classes") is not None and not isinstance(row["all_classes"], list):
+            raise bad_input(path, f"all_classes = {row['all_classes']!r}", ROW_FORMAT, number)
+        rows.append(row)
+    if not rows:
+        raise bad_input(path, "the file is empty", ROW_FORMAT)
     return rows[:limit] if limit else rows
 
 

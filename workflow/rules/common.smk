@@ -4,11 +4,14 @@
 # run folder the rules expect (each job also checks it: --expect-id).
 
 import os
+import shlex
+import sys
 
 import yaml
+from snakemake.settings.types import DeploymentMethod
 
 from lsa.config import from_mapping
-from lsa.pipeline import notebook_parameters, workflow_settings, write_resolved
+from lsa.pipeline import notebook_parameters, unmark_broken_runs, workflow_settings, write_resolved
 from lsa import paths
 from lsa.runs import FINISHED, SHARED_RUNS
 
@@ -16,6 +19,18 @@ PIPE = from_mapping(config)
 PROFILE = PIPE.profile
 RUNS = PIPE.runs  # every run of the configuration, built once
 SETTINGS = workflow_settings()  # workflow/settings.yaml: resources and module inputs
+
+# a run marked finished whose files no longer verify is not finished: made again
+for _run, _problems in unmark_broken_runs(RUNS):
+    print(f"lsa: {_run.describe()} ({_run.id}) will be made again, its files do not verify: "
+          + "; ".join(_problems), file=sys.stderr)
+
+
+# The interpreter that runs Snakemake runs the jobs too (`python -m lsa`, `python -m papermill`),
+# so `.venv/bin/snakemake` works without activating the environment; with --use-conda, the
+# job's own environment's `python`.
+PYTHON = ("python" if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+          else shlex.quote(sys.executable))
 
 
 def rel(path):

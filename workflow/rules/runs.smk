@@ -30,5 +30,5 @@ for _run in RUNS:
         conda:
             "../../environment.yml"
         shell:
-            "python -m lsa {params.command} --config-file {input.config:q} "
+            f"{PYTHON} -m lsa {{params.command}} --config-file {{input.config:q}} "
             "--expect-id {params.run_id} --threads {threads} --no-progress > {log:q} 2>&1"

@@ -32,5 +32,6 @@ for _key, _spec in PIPE.sections.items():
             mem_mb=_job.mem_mb,
             gpu=_job.gpu,
         shell:
-            "papermill {input.notebook:q} {output.notebook:q} -k python3 --no-progress-bar "
+            f"{PYTHON} -m papermill {{input.notebook:q}} {{output.notebook:q}} -k python3 "
+            "--no-progress-bar "
             "--log-output -y {params.yaml:q} > {log:q} 2>&1"

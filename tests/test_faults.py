@@ -1,0 +1,104 @@
+"""Fault injection: the smoke pipeline killed at several points (as a closed laptop or a lost SSH
+session would: SIGKILL to Snakemake and everything it started), then started again with the
+command `make reproduce` runs (`python -m lsa pipeline`), with no other step. The final
+outputs equal those of the uninterrupted run (`smoke_pipeline`), and no run folder holds a
+duplicated or truncated file.
+
+The kills are deterministic (``lsa.faults``): each invocation is given every point that has not
+fired yet and dies at the first it reaches, so every point fires exactly once, whatever order
+Snakemake runs the jobs in.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lsa import faults, paths
+from lsa.launch import lock_files
+from lsa.pipeline import check_outputs, pipeline_config
+from lsa.runs import LOG
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+POINTS = [
+    "train:pi_a0.1_s0-*:3",                  # inside a training step, before any checkpoint
+    "checkpoint:pi_a0_s1-*:8",               # while the second checkpoint is written
+    "train:pi_a0.1_s1-*:6",                  # a step after a checkpoint: it resumes from it
+    "write:pi_a0_s0-*/metrics.json",         # half-way through a run's metrics file
+    "write:03_regularized_finetuning/metrics.json",  # and a section's
+    "notebook:04_ablations",                 # while a notebook runs
+]
+VOLATILE = {"wall_time_s", "train_wall_s", "elapsed_s", "resumed_from", "finished_utc",
+            "git_commit", "wall_time", "started_utc"}
+
+
+def stable(value):
+    """A result without the keys that measure time or provenance."""
+    if isinstance(value, dict):
+        return {k: stable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [stable(v) for v in value]
+    return value
+
+
+def outputs(profile="smoke"):
+    """Every run's metrics, summary and log, and every section's metrics, without timings."""
+    pipe = pipeline_config(profile)
+    out = {}
+    for run in pipe.runs:
+        out[run.id] = stable({"metrics": run.metrics(), "summary": run.summary(),
+                              "log": run.log()})
+    for key in pipe.sections:
+        out[key] = stable(json.loads(paths.metrics_file(profile, key).read_text()))
+    return out
+
+
+def start(env):
+    """`python -m lsa pipeline` as the leader of a new process group (LSA_FAULT_GROUP), with
+    the environment's bin folder off PATH (not activated)."""
+    script = (f'export {faults.GROUP_ENV}=$$; exec "$0" -m lsa pipeline --profile smoke '
+              "--cores all")
+    return subprocess.run(["bash", "-c", script, sys.executable], cwd=ROOT, env=env,
+                          capture_output=True, text=True, start_new_session=True)
+
+
+def test_a_killed_pipeline_resumes_to_the_same_results(smoke_pipeline, tmp_path, monkeypatch):
+    reference = outputs()
+    monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path))
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "LSA_OUTPUT_ROOT": str(tmp_path)}
+    env.pop(faults.ENV, None)
+    fired, left, logs = [], list(POINTS), []
+    while left:
+        log = tmp_path / "fired.txt"
+        log.unlink(missing_ok=True)
+        out = start({**env, faults.ENV: "|".join(left), faults.LOG_ENV: str(log)})
+        logs.append(out.stdout[-3000:] + out.stderr[-3000:])
+        assert out.returncode == -9, "the pipeline ended without reaching " + \
+            ", ".join(left) + "\n" + logs[-1]
+        (point,) = log.read_text().split()
+        fired.append(point)
+        left = [p for p in left if not faults.matches(point, p)]
+        assert lock_files(ROOT), "a killed Snakemake leaves its lock"
+        assert len(fired) <= len(POINTS)
+    final = start(env)
+    assert final.returncode == 0, final.stdout[-5000:] + final.stderr[-5000:]
+    assert "removed a stale Snakemake lock" in final.stdout
+    assert len(fired) == len(POINTS)
+
+    pipe = pipeline_config("smoke")
+    assert check_outputs(pipe) == []
+    for run in pipe.runs:  # no duplicated or truncated file
+        leftovers = [p.name for p in run.folder.iterdir()
+                     if p.name.endswith(".tmp") or p.name.startswith("checkpoint")]
+        assert leftovers == [], (run.id, leftovers)
+        assert run.problems() == []
+        steps = [r["step"] for r in run.log()]
+        assert steps == list(range(1, len(steps) + 1)), (run.id, steps)
+    resumed = {run.name: run.summary()["resumed_from"] for run in pipe.runs.finetune.values()}
+    assert resumed["pi_a0.1_s1"] == 4 and resumed["pi_a0_s0"] == 8  # from their checkpoints
+    assert (LOG, outputs()) == (LOG, reference)

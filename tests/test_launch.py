@@ -1,0 +1,102 @@
+"""Resuming without help: stale Snakemake locks, cut checkpoints, cut writes, and the fault
+points the end-to-end test (test_faults.py) kills the pipeline at."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from lsa import faults, launch
+from lsa.files import remove_partial_writes, write_json
+from lsa.train import recover_checkpoint
+
+
+def test_a_fault_point_kills_only_when_its_pattern_matches(tmp_path):
+    log = tmp_path / "fired.txt"
+    code = ("from lsa import faults\nfaults.point('write:a/b.json')\nprint('alive')\n"
+            "faults.point('train:pi_a0_s0-123:3')\nprint('not reached')")
+    env = {faults.ENV: "checkpoint:*|train:pi_a0_s0-*:3", faults.LOG_ENV: str(log)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, **env})
+    assert out.returncode == -9 and out.stdout.split() == ["alive"]
+    assert log.read_text() == "train:pi_a0_s0-123:3\n"
+    assert faults.matches("write:x/metrics.json", "a|write:*/metrics.json")
+    assert not faults.matches("write:x/metrics.json", "")
+
+
+def test_a_cut_atomic_write_leaves_only_a_temporary_file_that_a_restart_removes(tmp_path):
+    code = (f"from lsa.files import write_json\nwrite_json({str(tmp_path / 'metrics.json')!r}, "
+            "{'a': list(range(1000))})")
+    env = {**os.environ, faults.ENV: "write:*/metrics.json"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True)
+    assert out.returncode == -9
+    assert not (tmp_path / "metrics.json").exists()
+    (partial,) = tmp_path.glob(".metrics.json.*.tmp")
+    assert 0 < partial.stat().st_size < len(json.dumps({"a": list(range(1000))}))
+    write_json(tmp_path / "kept.json", {})
+    assert remove_partial_writes(tmp_path) == [partial]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]
+
+
+def _ckpt(folder, step=None):
+    folder.mkdir()
+    (folder / "model.safetensors").write_text("w")
+    if step is not None:
+        write_json(folder / "step.json", {"step": step})
+
+
+def test_a_checkpoint_cut_while_saved_leaves_the_previous_one_or_the_complete_new_one(tmp_path):
+    ckpt = tmp_path / "checkpoint"
+    # cut before step.json: the old checkpoint stays, the partial one goes
+    _ckpt(ckpt, 4)
+    _ckpt(tmp_path / "checkpoint.tmp")
+    recover_checkpoint(ckpt)
+    assert json.loads((ckpt / "step.json").read_text())["step"] == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+    # cut between the two renames: the complete new one becomes the checkpoint
+    ckpt.rename(tmp_path / "checkpoint.old")
+    _ckpt(tmp_path / "checkpoint.tmp", 8)
+    recover_checkpoint(ckpt)
+    assert json.loads((ckpt / "step.json").read_text())["step"] == 8
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+
+
+def test_a_stale_lock_is_removed_only_when_no_snakemake_runs_here(tmp_path, monkeypatch):
+    assert launch.unlock_if_stale(tmp_path) is None  # no lock: nothing to do
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.output.lock").write_text("results/x\n")
+    called = tmp_path / "called"
+    unlock = [sys.executable, "-c", f"open({str(called)!r}, 'w').write('x')"]
+    monkeypatch.setattr(launch, "snakemake_alive", lambda root: True)
+    assert "left alone" in launch.unlock_if_stale(tmp_path, unlock) and not called.exists()
+    monkeypatch.setattr(launch, "snakemake_alive", lambda root: None)
+    assert "cannot tell" in launch.unlock_if_stale(tmp_path, unlock) and not called.exists()
+    monkeypatch.setattr(launch, "snakemake_alive", lambda root: False)
+    assert "removed a stale Snakemake lock" in launch.unlock_if_stale(tmp_path, unlock)
+    assert called.exists()
+
+
+def test_a_live_snakemake_in_the_folder_is_seen(tmp_path):
+    assert launch.snakemake_alive(tmp_path) is False
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
+                                "snakemake"], cwd=tmp_path)
+    try:
+        # argv[:3] = python, -c, <code>: not Snakemake; one named snakemake is
+        assert launch.snakemake_alive(tmp_path) is False
+    finally:
+        sleeper.kill()
+    fake = tmp_path / "snakemake"
+    fake.write_text("#!/bin/sh\nsleep 30\n")
+    fake.chmod(0o755)
+    proc = subprocess.Popen([str(fake)], cwd=tmp_path)
+    try:
+        for _ in range(100):  # until the child has exec'd the script
+            if launch.snakemake_alive(tmp_path):
+                break
+            time.sleep(0.05)
+        assert launch.snakemake_alive(tmp_path) is True
+        assert launch.snakemake_alive(tmp_path / "..") is False
+    finally:
+        proc.kill()
