@@ -9,6 +9,7 @@ from lsa.config import ConfigError, load_config
 from lsa.data import babi, books
 from lsa.evaluate import babilong_prompts, longbench
 from lsa.files import InputFormatError
+from lsa.runs import runs_of
 
 STORY = ("1 Mary moved to the bathroom.\n2 John went to the hallway.\n"
          "3 Where is Mary?\tbathroom\t1\n")
@@ -91,7 +92,8 @@ def test_a_good_babi_story_is_read(tmp_path):
         "bathroom", [0])
 
 
-def test_a_bad_babi_test_file_stops_the_babilong_job_before_training(tmp_path, monkeypatch):
+def test_a_bad_babi_test_file_stops_the_babilong_job_before_training(tmp_path, monkeypatch,
+                                                                     out_root):
     """The train design reads the test files before it trains, not after."""
     from types import SimpleNamespace
 
@@ -106,7 +108,7 @@ def test_a_bad_babi_test_file_stops_the_babilong_job_before_training(tmp_path, m
     (folder / f"{babi.TASK_FILES['qa4']}_test.txt").write_text(STORY + "oops\n")
     monkeypatch.setenv("LSA_DATA_DIR", str(tmp_path))
     pipe = load_config(profile="smoke")
-    run = next(iter(pipe.runs.babilong.values()))
+    run = next(iter(runs_of(pipe).babilong.values()))
     corpus = SimpleNamespace(streams={"train": None}, tokenizer=None, source="test")
     monkeypatch.setattr(jobs, "_start", lambda pipe, run: (corpus, 0.0))
     monkeypatch.setattr(jobs, "book_texts", lambda data, splits: (

@@ -8,7 +8,7 @@ rule report_figures:
         [section_outputs(key)["metrics"] for key in PIPE.sections],
     output:
         report(
-            directory(f"results/{PROFILE}/report_figures"),
+            directory(rel(paths.results_dir(PROFILE) / "report_figures")),
             patterns=["{name}.png"],
             category="Figures",
             caption="../report/figures.rst",

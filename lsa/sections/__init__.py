@@ -1,0 +1,94 @@
+"""The paper's sections, one module each: what a section notebook computes, so that the notebook
+itself only opens its setup, narrates, shows and plots.
+
+Each module has ``analyse(setup) -> Result`` (its tables, claims and the entries of its
+``metrics.json``) and one function per figure (``figure_*(setup, result)``: draws it, saves it
+as PNG and PDF under ``figures/<profile>/`` and records its name in the result). Its settings
+are a part of the configuration (``lsa.config``; ``python -m lsa config --fields``), the runs it
+reads are planned by ``lsa.runs``, its verdicts come from ``lsa.stats``.
+
+``SECTIONS`` names each section's module; ``config/config.yaml`` (``sections:``) says which
+notebook runs it, which settings part it reads, what it needs. Adding a section:
+CONTRIBUTING.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from lsa.notebook import Setup
+
+# section (notebook and results folder) -> its module under lsa/sections/
+SECTIONS: dict[str, str] = {
+    "01_synthetic_study": "synthetic",
+    "02_misalignment_correlation": "correlation",
+    "03_regularized_finetuning": "finetuning",
+    "04_ablations": "ablations",
+    "05_babilong": "babilong",
+    "06_replication_report": "report",
+}
+
+
+def module(section: str) -> ModuleType:
+    """The module of ``section`` (``lsa.sections.<name>``)."""
+    if section not in SECTIONS:
+        raise KeyError(f"section {section!r}: not in lsa.sections.SECTIONS "
+                       f"({', '.join(SECTIONS)})")
+    return importlib.import_module(f"lsa.sections.{SECTIONS[section]}")
+
+
+@dataclass
+class Result:
+    """What a section computed: ``tables`` (saved as CSV and Markdown, in this order),
+    ``claims`` (the paper's findings with ours and a verdict), ``figures`` (names, as the
+    figure functions save them), ``metrics`` (the section's own entries of ``metrics.json``)
+    and ``notes`` (what the notebook shows beside them, not saved)."""
+
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def claims_markdown(self) -> str:
+        from lsa.report import claims_table
+
+        table = claims_table(self.claims)
+        return table.drop(columns=["section"]).to_markdown(index=False)
+
+
+def save_figure(setup: Setup, result: Result, fig, name: str) -> None:
+    """Save ``fig`` as ``figures/<profile>/<name>.png`` and ``.pdf`` and record it."""
+    from lsa import plots
+
+    plots.savefig(fig, name, setup.profile)
+    result.figures.append(name)
+
+
+def save(setup: Setup, result: Result, claims_table: bool = True) -> Path:
+    """Write the section's tables (and its claims table), then ``metrics.json`` and
+    ``run_info.json`` (the settings it used, the pipeline's seed, provenance); returns the
+    metrics file."""
+    from lsa import files
+    from lsa.report import claims_table as table_of
+
+    out = setup.out_dir
+    tables = dict(result.tables)
+    if claims_table:
+        tables["claims"] = table_of(result.claims)
+    for name, table in tables.items():
+        files.save_table(table, out / name)
+    metrics = {"section": setup.section, **result.metrics, "claims": result.claims,
+               "figures": list(result.figures), "tables": list(tables)}
+    path = files.save_metrics(out, metrics, setup.settings, started=setup.started,
+                              seed=setup.seed)
+    print("wrote", path)
+    return path

@@ -1,0 +1,203 @@
+"""Section 5.3 (notebook ``04_ablations``): the regularizer taken apart. Every run is a
+fine-tuning run of the one trainer from the same base model, paired by seed; every effect is
+the mean paired difference over seeds with its Student t interval (``lsa.ablation``), a verdict
+only outside it (``lsa.stats``). Items: 1 alignment or sharpening (``divergence``), 2 the alpha
+sweep, 3 the l_extra range, 4 the longer-exposure control, 5 equal compute (counted work: the
+tokens a step runs forward and backward, never a timing), 6 each part alone. A profile that
+does not run an item says so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from lsa import ablation, analysis, plots
+from lsa.notebook import Setup
+from lsa.runs import runs_of
+from lsa.sections import Result, save_figure
+
+ITEMS = ["divergence", "alpha_sweep", "l_extra", "exposure", "compute", "parts"]
+
+
+def describe(setup: Setup) -> str:
+    cfg, ft = setup.settings, setup.pipe.finetune
+    return (f"profile {setup.profile}: items {cfg.items}, "
+            f"{len(runs_of(setup.pipe).ablation)} runs ({cfg.method}, seeds {cfg.seeds}), "
+            f"l_train {ft.l_train}, {ft.optim.steps} steps each")
+
+
+def _ppl_columns(runs: pd.DataFrame) -> list[str]:
+    return sorted((c for c in runs.columns if c.startswith("ppl_") and c[4:-1].isdigit()),
+                  key=lambda c: int(c[4:-1]))
+
+
+def analyse(setup: Setup) -> Result:
+    """The runs of every configured item, their paired effects and claims, item by item."""
+    pipe, cfg = setup.pipe, setup.settings
+    names = runs_of(pipe).ablation
+    setup.ensure_runs([runs_of(pipe).finetune[n] for n in names])
+    runs = ablation.with_entropy(analysis.collect_runs(pipe, names))
+    long = ablation.longest_column(runs)
+    columns = _ppl_columns(runs) + ["ppl_growth", "misalignment", "jeffreys", "mean_entropy"]
+    result = Result(tables={"runs": runs}, notes={"long": long, "columns": columns})
+    items: dict[str, Any] = {
+        "divergence": (ablation.divergence_pairs, columns, ablation.divergence_claims),
+        "alpha_sweep": (ablation.sweep_pairs, [long, "misalignment"],
+                        lambda eff, cfg, col: ablation.sweep_claims(runs, eff, cfg, col)),
+        "l_extra": (ablation.l_extra_pairs, [long, "misalignment"], ablation.l_extra_claims),
+        "exposure": (ablation.exposure_pairs, columns, ablation.exposure_claims),
+        "compute": (ablation.compute_pairs, [long], _compute_claims(setup, result)),
+        "parts": (ablation.parts_pairs, [long], ablation.parts_claims),
+    }
+    for item, (pairs, cols, claims) in items.items():
+        if item not in cfg.items:
+            result.claims.append(ablation.not_run(item))
+            continue
+        eff = ablation.effects(runs, pairs(cfg), cols)
+        result.tables[f"effects_{item}"] = eff
+        result.claims += [c.to_dict() for c in claims(eff, cfg, long)]
+    divergence = result.tables.get("effects_divergence")
+    result.metrics = {"items": list(cfg.items), "runs": runs.to_dict(orient="records"),
+                      "closing": ablation.closing_text(divergence, long)}
+    return result
+
+
+def _compute_claims(setup: Setup, result: Result):
+    """Item 5's claims, against the CE-only run nearest to equal counted work
+    (``ablation.equal_compute_steps``); the accounting goes into the result's notes."""
+    def claims(eff, cfg, column):
+        steps = setup.pipe.finetune.optim.steps
+        accounting = ablation.equal_compute_steps(steps, setup.pipe.finetune.l_train)
+        result.notes["compute"] = accounting
+        return ablation.compute_claims(eff, cfg, column, steps,
+                                       accounting["equal forward and backward tokens"])
+    return claims
+
+
+def effects(result: Result, item: str, columns: list[str] | None = None) -> pd.DataFrame | None:
+    """Item ``item``'s paired effects (the rows of ``columns``), or None when not run."""
+    eff = result.tables.get(f"effects_{item}")
+    if eff is None or columns is None:
+        return eff
+    return eff[eff["column"].isin(columns)]
+
+
+def summary(setup: Setup, result: Result) -> pd.DataFrame:
+    """Item 1's runs: mean and spread by setting of every column."""
+    runs = result.tables["runs"]
+    return ablation.summary(runs[runs["method"] == setup.settings.method],
+                            result.notes["columns"])
+
+
+def figure_divergence(setup: Setup, result: Result):
+    """Item 1: paired change of the longest-window perplexity against alpha, per divergence."""
+    eff, long = result.tables.get("effects_divergence"), result.notes["long"]
+    if eff is None:
+        return None
+    data = eff[eff["column"] == long].copy()
+    data["divergence"] = data["setting"].str.split(" ").str[0]
+    data["alpha"] = data["setting"].str.split(" ").str[1].astype(float)
+    fig, ax = plots.plt.subplots(figsize=(6, 3.6))
+    for div, sub in data.groupby("divergence"):
+        sub = sub.sort_values("alpha")
+        err = [sub["delta"] - sub["low"], sub["high"] - sub["delta"]]
+        ax.errorbar(sub["alpha"], sub["delta"], yerr=err if sub["seeds"].min() > 1 else None,
+                    marker="o", capsize=3, label=div)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xscale("log")
+    ax.set(xlabel="alpha", ylabel=f"paired change of {long}",
+           title="regularizer vs CE-only (95 % t interval over seeds)")
+    ax.legend(title="divergence")
+    save_figure(setup, result, fig, "fig_ablation_divergence")
+    return fig
+
+
+def _pointplot(setup: Setup, result: Result, data: pd.DataFrame, x: str, hue: str, title: str,
+               name: str):
+    fig, ax = plots.plt.subplots(figsize=(6, 3.6))
+    plots.sns.pointplot(data=data, x=x, y=result.notes["long"], hue=hue, errorbar="sd",
+                        dodge=0.2 if data[hue].nunique() > 1 else False, ax=ax)
+    ax.set(title=title)
+    save_figure(setup, result, fig, name)
+    return fig
+
+
+def figure_alpha_sweep(setup: Setup, result: Result):
+    """Item 2 (Table 4): the longest-window perplexity against alpha, per method."""
+    cfg, runs = setup.settings, result.tables["runs"]
+    if "effects_alpha_sweep" not in result.tables:
+        return None
+    sweep = runs[runs["method"].isin(cfg.sweep_methods) & runs["setting"].isin(
+        ["CE"] + [f"SCE {a:g}" for a in cfg.sweep_alphas])]
+    return _pointplot(setup, result, sweep, "alpha", "method",
+                      "alpha sweep (mean and sd over seeds)", "fig_ablation_alpha_sweep")
+
+
+def figure_l_extra(setup: Setup, result: Result):
+    """Item 3 (Table 5): the longest-window perplexity by l_extra setting, per alpha."""
+    cfg, runs = setup.settings, result.tables["runs"]
+    if "effects_l_extra" not in result.tables:
+        return None
+    lx = runs[(runs["method"] == cfg.method) & (runs["alpha"] > 0)
+              & (runs["divergence"] == "sce") & (runs["ce_on"] == "a")
+              & runs["alpha"].isin(cfg.l_extra_alphas)
+              & runs["steps"].eq(setup.pipe.finetune.optim.steps)]
+    return _pointplot(setup, result, lx, "l_extra_setting", "alpha",
+                      f"l_extra setting ({cfg.method}; mean and sd over seeds)",
+                      "fig_ablation_l_extra")
+
+
+def best_of_item1(result: Result) -> str | None:
+    """Item 1's lowest longest-window perplexity, beside item 3's fixed alphas."""
+    eff, long = result.tables.get("effects_divergence"), result.notes["long"]
+    if eff is None or "effects_l_extra" not in result.tables:
+        return None
+    best = eff[eff["column"] == long].sort_values("delta").iloc[0]
+    return f"item 1's lowest {long}: {best.setting} (paired change {best.delta:+.3g})"
+
+
+def figure_exposure(setup: Setup, result: Result):
+    """Item 4: perplexity by window for CE, CE on both windows and SCE."""
+    cfg, runs = setup.settings, result.tables["runs"]
+    if "effects_exposure" not in result.tables:
+        return None
+    keep = ["CE", "CE (both windows)", f"SCE {cfg.alpha:g}"]
+    ex = runs[(runs["method"] == cfg.method) & runs["setting"].isin(keep)]
+    long = ex.melt(id_vars=["setting", "seed"], value_vars=_ppl_columns(runs),
+                   var_name="window", value_name="perplexity")
+    fig, ax = plots.plt.subplots(figsize=(6, 3.6))
+    plots.sns.pointplot(data=long, x="window", y="perplexity", hue="setting", hue_order=keep,
+                        errorbar="sd", dodge=0.25, ax=ax)
+    ax.set(title=f"longer-exposure control ({cfg.method}; mean and sd over seeds)")
+    save_figure(setup, result, fig, "fig_ablation_exposure")
+    return fig
+
+
+def compute_text(setup: Setup, result: Result) -> str | None:
+    """Item 5's accounting: CE-only steps of equal cost, by what is counted."""
+    accounting = result.notes.get("compute")
+    if accounting is None:
+        return None
+    steps = setup.pipe.finetune.optim.steps
+    return "\n".join([f"- {k}: {v:.3g} CE-only steps" for k, v in accounting.items()] + [
+        "", f"A regularized step runs two windows of l_train tokens, forward and backward: at "
+        f"equal counted work {steps} regularized steps cost "
+        f"{accounting['equal forward and backward tokens']:.0f} CE-only steps on window A. "
+        "The paper's 47/95/190 against 50/100/200 steps (a 3-5 % overhead) counts a baseline "
+        "that also runs both windows. Measured times: `python -m lsa bench misalign` (README)."])
+
+
+def figure_parts(setup: Setup, result: Result):
+    """Item 6: each part alone, raw fine-tuning to both."""
+    cfg, runs = setup.settings, result.tables["runs"]
+    if "effects_parts" not in result.tables:
+        return None
+    reg = f"SCE {cfg.alpha:g}"
+    parts = runs[runs["method"].isin(["none", cfg.method]) & runs["setting"].isin(["CE", reg])]
+    fig, ax = plots.plt.subplots(figsize=(5, 3.4))
+    plots.sns.barplot(data=parts, x="method", y=result.notes["long"], hue="setting",
+                      errorbar="sd", ax=ax)
+    ax.set(title="each part alone (mean and sd over seeds)")
+    save_figure(setup, result, fig, "fig_ablation_parts")
+    return fig

@@ -1,0 +1,131 @@
+"""Section 4.1, Table 1 (notebook ``02_misalignment_correlation``): does the long-short
+misalignment predict a model's long-context score better than its training loss? Over a
+population of models measured by one protocol, with four audits the paper did not do (the
+metric's parts, the partial correlation given the training loss, the theory's L2 distance, the
+top-1 assumption) and a held-out subset. The population and its tables: ``lsa.population``;
+correlations: ``lsa.stats``."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lsa import plots, population, stats
+from lsa.notebook import Setup
+from lsa.report import paper
+from lsa.sections import Result, save_figure
+
+TABLES = ["population", "table1", "comparisons", "audit_parts", "audit_partial", "audit_top1",
+          "audit_held_out"]
+
+
+def _paper_r(row) -> float | None:
+    key = {("misalignment", "pearson"): "table1/pearson_misalign",
+           ("train_loss", "pearson"): "table1/pearson_train_loss"}.get(
+        (row["predictor"], row["method"]))
+    return paper(key).value if key else None
+
+
+def analyse(setup: Setup) -> Result:
+    pipe, cfg, seed = setup.pipe, setup.settings, setup.seed
+    setup.ensure_runs()
+    table = population.population_table(pipe)
+    scores = population.scores(table)
+    main = scores[0] if len(scores) == 1 else [s for s in scores if s.startswith("score_")][-1]
+    kw = {"n_resamples": cfg.bootstrap, "seed": seed}
+    rows = population.table1(table, ["misalignment", "train_loss"], scores, **kw)
+    rows["paper r"] = rows.apply(_paper_r, axis=1)
+    comp = population.comparisons(table, scores, [("misalignment", "train_loss"),
+                                                  ("jeffreys", "entropy")], **kw)
+    parts = population.table1(table, ["jeffreys", "entropy"], scores, **kw)
+    partial = population.partial_rows(table, scores, **kw)
+    ranking = stats.correlation(table["l2"], table["misalignment"], "spearman",
+                                n_resamples=cfg.bootstrap, n_permutations=cfg.bootstrap,
+                                seed=seed, predictor="l2", score="misalignment").to_dict()
+    method = pipe.ablation.method
+    chosen = [m for m in ["base", f"{method}_a0_s0", f"{method}_a0.1_s0", f"base_{method}_x2"]
+              if m in set(table["model"])]
+    top1 = population.top1_by_l_extra(pipe, chosen)
+    held = table[table["held_out"]]
+    held_rows = (population.table1(held, ["misalignment", "train_loss"], scores, **kw)
+                 if len(held) >= 4 else rows.iloc[0:0])
+    claims = population.claims(pd.concat([rows, parts], ignore_index=True), comp, partial,
+                               held_rows, ranking, main)
+    tables = dict(zip(TABLES, [table, rows, comp, parts, partial, top1, held_rows]))
+    return Result(tables=tables, claims=claims,
+                  metrics={"models": len(table), "main_score": main,
+                           "table1": rows.to_dict(orient="records"),
+                           "comparisons": comp.to_dict(orient="records"),
+                           "ranking_l2_sce": ranking},
+                  notes={"scores": scores, "held_out": len(held)})
+
+
+def describe(setup: Setup, result: Result) -> str:
+    m, n = result.metrics, result.notes
+    held = (f"{n['held_out']} held-out models (seeds {setup.settings.held_out_seeds})"
+            + ("" if n["held_out"] >= 4 else ": too few for a correlation"))
+    return (f"{m['models']} models; scores {n['scores']}; main score {m['main_score']} (the "
+            f"longest window); {held}")
+
+
+def composition(result: Result) -> pd.DataFrame:
+    table = result.tables["population"]
+    return table.groupby(["group", "kind"]).size().rename("models").reset_index()
+
+
+def figure_table1(setup: Setup, result: Result):
+    """Table 1 as scatter plots: the score against each predictor, with its Pearson r."""
+    table, rows = result.tables["population"], result.tables["table1"]
+    main = result.metrics["main_score"]
+    long = table.melt(id_vars=["model", "group"], value_vars=["misalignment", "train_loss"],
+                      var_name="predictor", value_name="value")
+    long = long.merge(table[["model", main]], on="model")
+    g = plots.sns.lmplot(data=long, x="value", y=main, col="predictor", hue="group",
+                         facet_kws={"sharex": False}, height=3.4, aspect=1.1, fit_reg=False)
+    for ax, pred in zip(g.axes.flat, ["misalignment", "train_loss"]):
+        plots.sns.regplot(data=table, x=pred, y=main, scatter=False, ax=ax, color="black",
+                          line_kws={"lw": 1})
+        r = rows[(rows["predictor"] == pred) & (rows["score"] == main)
+                 & (rows["method"] == "pearson")]
+        if len(r):
+            ax.set_title(f"{pred}: r = {r['r'].iloc[0]:+.2f} [{r['low'].iloc[0]:+.2f}, "
+                         f"{r['high'].iloc[0]:+.2f}]")
+    save_figure(setup, result, g.figure, "fig_table1_scatter")
+    return g.figure
+
+
+def figure_parts(setup: Setup, result: Result):
+    """Audit 1: the score against the metric's parts (alignment, sharpness) and the loss."""
+    table, main = result.tables["population"], result.metrics["main_score"]
+    fig, axes = plots.plt.subplots(1, 3, figsize=(10, 3.2))
+    for ax, pred in zip(axes, ["jeffreys", "entropy", "train_loss"]):
+        plots.sns.scatterplot(data=table, x=pred, y=main, hue="group", ax=ax,
+                              legend=ax is axes[0])
+    save_figure(setup, result, fig, "fig_audit_parts")
+    return fig
+
+
+def figure_l2_sce(setup: Setup, result: Result):
+    """Audit 3: the theory's L2 distance against SCE."""
+    fig, ax = plots.plt.subplots(figsize=(4.5, 3.4))
+    plots.sns.scatterplot(data=result.tables["population"], x="l2", y="misalignment",
+                          hue="group", ax=ax)
+    ax.set(xlabel="L2 distance ||p - q||", ylabel="SCE (L_misalign)")
+    save_figure(setup, result, fig, "fig_audit_l2_sce")
+    return fig
+
+
+def figure_top1(setup: Setup, result: Result):
+    """Audit 4: how often cutting the context changes the top-1 token (None without data)."""
+    top1 = result.tables["audit_top1"]
+    if not len(top1):
+        return None
+    fig, ax = plots.plt.subplots(figsize=(6, 3.4))
+    for model, sub in top1.groupby("model"):
+        ax.errorbar(sub["l_extra_mid"], sub["top1_changed"],
+                    yerr=[sub["top1_changed"] - sub["low"], sub["high"] - sub["top1_changed"]],
+                    marker="o", capsize=3, label=model)
+    ax.set(xlabel="l_extra (tokens cut)", ylabel="top-1 token changed",
+           title=f"cutting the context from l = {setup.pipe.finetune.l_train}", ylim=(0, 1))
+    ax.legend()
+    save_figure(setup, result, fig, "fig_audit_top1")
+    return fig

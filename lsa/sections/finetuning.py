@@ -1,0 +1,72 @@
+"""Sections 5.1-5.2, Tables 2-3 (notebook ``03_regularized_finetuning``): every method with CE
+and with CE + alpha * SCE, perplexity by window, the paired effect of the regularizer, the
+paper's numbers beside ours. The tables: ``lsa.analysis``."""
+
+from __future__ import annotations
+
+from lsa import analysis, plots
+from lsa.notebook import Setup
+from lsa.runs import runs_of
+from lsa.sections import Result, save_figure
+
+
+def describe(setup: Setup) -> str:
+    ft = setup.pipe.finetune
+    return (f"profile {setup.profile}: {len(runs_of(setup.pipe).finetune)} runs (methods "
+            f"{ft.methods}, alphas {ft.alphas}, seeds {ft.seeds}), l_train {ft.l_train}, "
+            f"{ft.optim.steps} steps each")
+
+
+def ppl_columns(runs) -> list[str]:
+    return sorted(c for c in runs.columns if c.startswith("ppl_") and c[4:-1].isdigit())
+
+
+def analyse(setup: Setup) -> Result:
+    alpha = setup.settings.alpha
+    setup.ensure_runs(list(runs_of(setup.pipe).finetune.values()))
+    runs = analysis.collect_runs(setup.pipe)
+    table = analysis.by_method(runs, ppl_columns(runs) + ["ppl_long", "ppl_growth",
+                                                        "misalignment", "misalignment_all"])
+    effects = analysis.paired_effect(runs, "ppl_long", alpha)
+    return Result(
+        tables={"runs": runs, "table_ppl": table, "effect_ppl_long": effects,
+                "paper_beside": analysis.paper_table(runs, alpha)},
+        claims=analysis.extension_claims(runs, alpha),
+        metrics={"runs": runs.to_dict(orient="records"),
+                 "effects": effects.to_dict(orient="records")})
+
+
+def figure_ppl_by_window(setup: Setup, result: Result):
+    """Table 2 as a figure: perplexity by window, CE against CE + alpha * SCE, per method."""
+    runs = result.tables["runs"]
+    long = runs.melt(id_vars=["method", "loss", "seed"], value_vars=ppl_columns(runs),
+                     var_name="window", value_name="perplexity")
+    g = plots.sns.catplot(data=long, x="window", y="perplexity", hue="loss", col="method",
+                          kind="point", errorbar="sd", dodge=0.2, height=3.2, aspect=0.8,
+                          sharey=False)
+    g.set_titles("{col_name}")
+    save_figure(setup, result, g.figure, "fig_table2_ppl_by_window")
+    return g.figure
+
+
+def figure_training_curves(setup: Setup, result: Result):
+    log = analysis.curves(setup.pipe)
+    value_vars = [c for c in ("ce", "misalign") if c in log.columns]
+    curve = log.melt(id_vars=["method", "loss", "seed", "step"], value_vars=value_vars,
+                     var_name="term", value_name="value").dropna()
+    g = plots.sns.relplot(data=curve, x="step", y="value", hue="loss", col="method",
+                          row="term", kind="line", errorbar="sd", height=2.6, aspect=1.1,
+                          facet_kws={"sharey": "row"})
+    g.set_titles("{row_name}: {col_name}")
+    save_figure(setup, result, g.figure, "fig_training_curves")
+    return g.figure
+
+
+def figure_misalignment(setup: Setup, result: Result):
+    fig, ax = plots.plt.subplots(figsize=(6, 3.2))
+    plots.sns.barplot(data=result.tables["runs"], x="method", y="misalignment", hue="loss",
+                      errorbar="sd", ax=ax)
+    ax.set(ylabel="L_misalign (SCE, both contexts >= l/2)",
+           title="long-short misalignment of the final models")
+    save_figure(setup, result, fig, "fig_misalignment_by_method")
+    return fig

@@ -1,0 +1,59 @@
+"""The replication report (notebook ``06_replication_report``): every section's claims with
+the paper's value, ours and the verdict, the figure gallery and the provenance of each
+section's run. The paper's values and the claim table: ``lsa.report``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lsa import files, paths
+from lsa.notebook import Setup
+from lsa.report import claims_table, collect_claims
+from lsa.sections import Result
+
+VERDICT_ORDER = ["agrees", "disagrees", "inconclusive", "not run"]
+
+
+def analyse(setup: Setup) -> Result:
+    """The claims of the sections that have results (``settings.sections``), their counts by
+    verdict, their figures and their provenance; the report makes no claim of its own."""
+    profile, wanted = setup.profile, setup.settings.sections
+    found = [s for s in wanted if paths.metrics_file(profile, s).exists()]
+    missing = [s for s in wanted if s not in found]
+    table = claims_table(collect_claims([paths.metrics_file(profile, s) for s in found]))
+    counts = table["verdict"].value_counts().reindex(VERDICT_ORDER, fill_value=0)
+    rows = []
+    for s in found:
+        info = files.read_json(paths.section_dir(profile, s) / "run_info.json")
+        rows.append({"section": s, "git_commit": info.get("git_commit"),
+                     "wall_time_s": info.get("wall_time_s"),
+                     "finished_utc": info.get("finished_utc"),
+                     "torch": info["packages"].get("torch"),
+                     "transformers": info["packages"].get("transformers"),
+                     "device": info["device"].get("platform")})
+    return Result(tables={"claims": table, "provenance": pd.DataFrame(rows)},
+                  metrics={"sections_found": found, "sections_missing": missing,
+                           "verdicts": counts.to_dict()})
+
+
+def counts_text(result: Result) -> str:
+    counts = result.metrics["verdicts"]
+    return (f"**{sum(counts.values())} claims**: "
+            + ", ".join(f"{n} {v}" for v, n in counts.items()))
+
+
+def gallery(setup: Setup, result: Result) -> list[tuple[str, str, Path]]:
+    """(section, figure name, PNG) of every figure the found sections saved."""
+    out = []
+    for s in result.metrics["sections_found"]:
+        for name in files.read_json(paths.metrics_file(setup.profile, s)).get("figures", []):
+            out.append((s, name, paths.figures_dir(setup.profile) / f"{name}.png"))
+    return out
+
+
+def describe(setup: Setup, result: Result) -> str:
+    m = result.metrics
+    return (f"profile {setup.profile}: sections with results: {m['sections_found']}; not run "
+            f"yet: {m['sections_missing']}")

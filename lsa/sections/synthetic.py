@@ -1,0 +1,66 @@
+"""Section 3, Figure 1 (notebook ``01_synthetic_study``): regression on binary sequences,
+trained short and tested long, for each task x positional encoding, and output
+reparameterization (OutRep). The models and tasks: ``lsa.synthetic``."""
+
+from __future__ import annotations
+
+from lsa import plots, synthetic
+from lsa.notebook import Setup
+from lsa.sections import Result, save_figure
+
+
+def examples(setup: Setup) -> list[str]:
+    """Two sequences of each task with their targets (what the model must predict)."""
+    import torch
+
+    cfg, gen = setup.settings, torch.Generator().manual_seed(setup.settings.seed)
+    lines = []
+    for task in cfg.tasks:
+        tokens, target = synthetic.make_batch(task, torch.tensor([4, 7]), gen)
+        for row, y in zip(tokens, target):
+            lines.append(f"{task:>12}: {''.join(map(str, row[1:].tolist()))!s:<8} -> "
+                         f"{y.item():.3f}")
+    return lines
+
+
+def analyse(setup: Setup) -> Result:
+    """Train every (task, encoding, transform, seed) and test it at every length."""
+    cfg = setup.settings
+    per_length = synthetic.run_grid(cfg)
+    summary = synthetic.summarize(per_length, cfg)
+    return Result(tables={"per_length": per_length, "summary": summary},
+                  claims=synthetic.claims(per_length, cfg),
+                  metrics={"summary": summary.to_dict(orient="records")})
+
+
+def figure_tasks(setup: Setup, result: Result):
+    """Figure 1 (a, b and the appendix tasks): test loss by length, one panel per task."""
+    cfg, per_length = setup.settings, result.tables["per_length"]
+    ident = per_length[per_length["transform"] == "identity"]
+    panels = [(t, "mean prediction" if t == "mean" else f"{t.replace('_', ' ')} prediction")
+              for t in cfg.tasks]
+    fig, axes = plots.plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6),
+                                   squeeze=False)
+    for ax, (task, title) in zip(axes[0], panels):
+        plots.loss_vs_length(ax, ident[ident["task"] == task], "encoding",
+                             (cfg.train_min_len, cfg.train_max_len), title)
+    fig.tight_layout()
+    save_figure(setup, result, fig, "fig1_tasks_by_encoding")
+    return fig
+
+
+def figure_outrep(setup: Setup, result: Result):
+    """Figure 1 (c): OutRep transforms against the identity."""
+    cfg, per_length = setup.settings, result.tables["per_length"]
+    outrep = per_length[per_length["task"].isin(cfg.outrep_tasks)
+                        & per_length["encoding"].isin(cfg.outrep_encodings)]
+    cells = [(t, e) for t in cfg.outrep_tasks for e in cfg.outrep_encodings]
+    fig, axes = plots.plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.6),
+                                   squeeze=False)
+    for ax, (task, enc) in zip(axes[0], cells):
+        sub = outrep[(outrep["task"] == task) & (outrep["encoding"] == enc)]
+        plots.loss_vs_length(ax, sub, "transform", (cfg.train_min_len, cfg.train_max_len),
+                             f"OutRep: {task} ({enc})")
+    fig.tight_layout()
+    save_figure(setup, result, fig, "fig1c_outrep")
+    return fig

@@ -1,0 +1,90 @@
+"""The package's structure: no import cycle inside lsa/ (every import counts, also one inside a
+function or under TYPE_CHECKING), and one list of method names."""
+
+from typing import get_args
+
+from lsa.imports import closure, import_graph, module_file, notebook_inputs
+
+from conftest import ROOT
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_lsa_has_no_import_cycle():
+    graph = import_graph()
+    assert "lsa.config" in graph and "lsa.runs" in graph["lsa.jobs"]
+    assert cycles({k: set(v) for k, v in graph.items()}) == []
+
+
+def test_configuration_and_extension_share_one_list_of_method_names():
+    """``config.Method`` (what a configuration may name) is ``extend.METHODS`` (what the code
+    can build)."""
+    from lsa.config import Method
+    from lsa.extend import METHODS
+
+    assert set(get_args(Method)) == set(METHODS)
+
+
+# ---------------------------------------------------------------------------------------------
+# the module inputs of the workflow's jobs (workflow/settings.yaml) against the imports
+
+# modules a run job imports that do not determine its numbers (a changed setting changes the
+# run's id instead, and editing them must not retrain a profile: README, "Inputs")
+ORCHESTRATION = {"lsa", "lsa.config", "lsa.strict", "lsa.runs", "lsa.files", "lsa.paths",
+                 "lsa.faults"}
+
+
+def test_every_module_a_run_job_imports_is_an_input_or_orchestration():
+    """Each module the run jobs reach (at load or inside a job) is the input of some kind of
+    run, or orchestration by name; each kind's list names modules that are reached."""
+    from lsa.pipeline import workflow_settings
+
+    reached = {module_file(m) for m in closure({"lsa.jobs"}, import_graph()) - ORCHESTRATION}
+    lists = workflow_settings().run_modules
+    listed = set().union(*map(set, lists.values()))
+    assert reached == listed, (sorted(reached - listed), sorted(listed - reached))
+
+
+def test_a_notebooks_inputs_are_what_it_loads():
+    """The inputs of a notebook's rule: its section module and everything that loads with it
+    (the seed helper and fault points of lsa.notebook too), not the training stack it reaches
+    only through a function."""
+    inputs = notebook_inputs(ROOT / "notebooks" / "04_ablations.ipynb")
+    assert {"sections/ablations.py", "ablation.py", "stats.py", "notebook.py", "seeding.py",
+            "runs.py", "config.py"} <= set(inputs)
+    assert not {"jobs.py", "train.py", "misalign.py", "__init__.py", "paths.py"} & set(inputs)
+    assert "synthetic.py" in notebook_inputs(ROOT / "notebooks" / "01_synthetic_study.ipynb")
