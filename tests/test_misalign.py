@@ -1,3 +1,9 @@
+"""lsa/misalign.py, the readable definition of the long-short misalignment, and lsa/fused.py,
+the fused kernel that must compute the same numbers: the definition is checked by hand and
+against its identities, then the kernel against the definition (values and gradients)."""
+
+import ast
+import inspect
 import math
 
 import numpy as np
@@ -5,19 +11,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lsa import fused as FU
 from lsa import misalign as M
 from lsa.data.tokens import TokenStream
 from lsa.models import scratch_llama
 
 
-def reference_sce(a, b):
-    p, q = F.softmax(a.double(), -1), F.softmax(b.double(), -1)
-    return -(p * q.log()).sum(-1) - (q * p.log()).sum(-1)
-
-
-def reference_jeffreys(a, b):
-    p, q = F.softmax(a.double(), -1), F.softmax(b.double(), -1)
-    return (p * (p.log() - q.log())).sum(-1) + (q * (q.log() - p.log())).sum(-1)
+def sce64(a, b):
+    """The paper's SCE per position, from the definition in float64."""
+    return M.pair_divergence(a.double(), b.double())
 
 
 @pytest.fixture
@@ -26,62 +28,108 @@ def logits():
     return torch.randn(3, 5, 40, generator=g) * 3, torch.randn(3, 5, 40, generator=g) * 3
 
 
-def test_sce_matches_float64_reference_and_is_symmetric(logits):
-    a, b = logits
-    got = M.symmetric_cross_entropy(a, b)
-    assert got.shape == (3, 5) and got.dtype == torch.float32
-    torch.testing.assert_close(got.double(), reference_sce(a, b), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(got, M.symmetric_cross_entropy(b, a))
+# ---------------------------------------------------------------------------------------------
+# the definition (lsa/misalign.py)
 
 
-def test_sce_of_equal_distributions_is_twice_the_entropy(logits):
-    a, _ = logits
-    p = F.softmax(a.double(), -1)
-    entropy = -(p * p.log()).sum(-1)
-    torch.testing.assert_close(M.symmetric_cross_entropy(a, a).double(), 2 * entropy,
-                               rtol=1e-5, atol=1e-5)
-    assert (M.symmetric_cross_entropy(a, a, divergence="jeffreys").abs() < 1e-5).all()
+def test_definition_by_hand():
+    """p = softmax([0, log 3]) = (1/4, 3/4), q = (3/4, 1/4): H(p, q) = -(1/4 log 3/4 + 3/4 log
+    1/4) = H(q, p), KL(p||q) = KL(q||p) = 0.5 log 3, H(p) = H(q)."""
+    a = torch.tensor([[0.0, math.log(3.0)]], dtype=torch.float64)
+    b = torch.tensor([[math.log(3.0), 0.0]], dtype=torch.float64)
+    cross = -(0.25 * math.log(0.75) + 0.75 * math.log(0.25))
+    h = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    expected = {"sce": (cross, cross), "jeffreys": (0.5 * math.log(3), 0.5 * math.log(3)),
+                "entropy": (h, h)}
+    for divergence, (t_a, t_b) in expected.items():
+        terms = M.divergence_terms(a, b, divergence)
+        assert terms.shape == (2, 1) and terms.dtype == torch.float64
+        assert terms[:, 0].tolist() == pytest.approx([t_a, t_b], rel=1e-12)
+        value = M.pair_divergence(a, b, divergence=divergence)
+        assert value.item() == pytest.approx(t_a + t_b, rel=1e-12)
+        mean = M.pair_divergence(a, b, divergence=divergence, reduce_terms="mean")
+        assert mean.item() == pytest.approx((t_a + t_b) / 2, rel=1e-12)
+    assert M.pair_divergence(a, b).item() == pytest.approx(math.log(3) + 2 * h, rel=1e-12)
 
 
-def test_jeffreys_matches_reference_and_sce_decomposition(logits):
-    a, b = logits
-    jeff = M.symmetric_cross_entropy(a, b, divergence="jeffreys")
-    torch.testing.assert_close(jeff.double(), reference_jeffreys(a, b), rtol=1e-5, atol=1e-5)
-    # SCE = H(p) + H(q) + KL(p||q) + KL(q||p)
-    p, q = F.softmax(a.double(), -1), F.softmax(b.double(), -1)
-    h = -(p * p.log()).sum(-1) - (q * q.log()).sum(-1)
-    torch.testing.assert_close(M.symmetric_cross_entropy(a, b).double(), h + jeff.double(),
-                               rtol=1e-5, atol=1e-4)
-
-
-def test_reduce_terms_mean_halves_the_sum(logits):
-    a, b = logits
-    torch.testing.assert_close(M.symmetric_cross_entropy(a, b, reduce_terms="mean") * 2,
-                               M.symmetric_cross_entropy(a, b))
+def test_definition_identities(logits):
+    """SCE = entropy + Jeffreys; SCE is symmetric; SCE(p, p) = 2 H(p) and Jeffreys(p, p) = 0;
+    it is what pair_measures reports."""
+    a, b = (x.double() for x in logits)
+    sce, jeff, ent = (M.pair_divergence(a, b, divergence=d) for d in FU.DIVERGENCES)
+    assert sce.shape == (3, 5)
+    torch.testing.assert_close(sce, jeff + ent, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(sce, M.pair_divergence(b, a), rtol=1e-12, atol=1e-12)
+    assert (jeff > 0).all()
+    p = F.softmax(a, -1)
+    torch.testing.assert_close(M.pair_divergence(a, a), -2 * (p * p.log()).sum(-1))
+    assert M.pair_divergence(a, a, divergence="jeffreys").abs().max() < 1e-12
+    torch.testing.assert_close(M.pair_measures(logits[0], logits[1])["sce"],
+                               M.pair_divergence(*logits))
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_low_precision_and_extreme_logits_stay_finite(dtype, logits):
-    a, b = logits
-    got = M.symmetric_cross_entropy(a.to(dtype), b.to(dtype))
+def test_definition_upcasts_low_precision(dtype, logits):
+    a, b = (x.to(dtype) for x in logits)
+    got = M.pair_divergence(a, b)
     assert got.dtype == torch.float32
-    torch.testing.assert_close(got.double(), reference_sce(a.to(dtype).float(),
-                                                           b.to(dtype).float()),
-                               rtol=1e-4, atol=1e-4)
-    extreme = torch.zeros(2, 40, dtype=dtype)
-    extreme[0, 0], extreme[1, 1] = 1e4, -1e4
-    values = M.symmetric_cross_entropy(extreme, extreme.flip(0))
-    assert torch.isfinite(values).all()
+    torch.testing.assert_close(got.double(), sce64(a, b), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("divergence", ["sce", "jeffreys", "entropy"])
-def test_chunked_equals_unchunked(logits, divergence):
-    a, b = logits
-    full = M.symmetric_cross_entropy(a, b, divergence=divergence, chunk_size=None)
-    torch.testing.assert_close(M.symmetric_cross_entropy(a, b, divergence=divergence,
-                                                         chunk_size=4), full)  # 15 rows
-    torch.testing.assert_close(full.double(), unfused_terms(a, b, divergence, "none").sum(0)
-                               .double(), rtol=1e-5, atol=1e-5)
+def test_definition_detach_stops_one_sides_gradient(logits):
+    for detach, frozen, free in (("long", 0, 1), ("short", 1, 0), ("none", None, None)):
+        for divergence in FU.DIVERGENCES:
+            x = [t.clone().requires_grad_() for t in logits]
+            M.pair_divergence(*x, divergence=divergence, detach=detach).sum().backward()
+            if frozen is None:
+                assert all(t.grad.abs().sum() > 0 for t in x)
+            else:
+                assert x[frozen].grad is None or not x[frozen].grad.any()
+                assert x[free].grad.abs().sum() > 0
+
+
+def test_definition_rejects_unknown_options(logits):
+    with pytest.raises(ValueError, match="divergence = 'kl'"):
+        M.pair_divergence(*logits, divergence="kl")
+    with pytest.raises(ValueError, match="detach = 'both'"):
+        M.divergence_terms(*logits, detach="both")
+    with pytest.raises(ValueError, match="reduce_terms"):
+        M.pair_divergence(*logits, reduce_terms="max")
+
+
+def test_next_token_nll_and_objective_are_cross_entropy():
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(3, 7, 11, generator=g, requires_grad=True)
+    tokens = torch.randint(0, 11, (3, 7), generator=g)
+    nll = M.next_token_nll(logits, tokens)
+    ref = F.cross_entropy(logits[:, :-1].reshape(-1, 11), tokens[:, 1:].reshape(-1),
+                          reduction="none").reshape(3, 6)
+    torch.testing.assert_close(nll, ref)
+    # one token-mean CE term, and a divergence between rows 0 and 1 at shifted positions
+    pairs = M.Pairs((0,), (1,), 2, 0, 4)
+    loss, values = M.objective(logits, tokens, [torch.full((3, 6), 1 / 18)], [1.0], pairs,
+                               alpha=0.5, detach="short")
+    div = M.pair_divergence(logits[0, 2:6], logits[1, 0:4], detach="short").mean()
+    torch.testing.assert_close(values, torch.stack([ref.mean(), div]).detach())
+    torch.testing.assert_close(loss, ref.mean() + 0.5 * div)
+    assert not values.requires_grad and loss.requires_grad
+
+
+def test_fused_imports_nothing_from_lsa_and_misalign_uses_it():
+    """lsa.misalign imports the kernel, never the reverse (no import cycle); the kernel's
+    names are also reachable where they were before the split."""
+    tree = ast.parse(inspect.getsource(FU))
+    lsa_imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)
+                   and any((getattr(n, "module", None) or a.name).startswith("lsa")
+                           for a in n.names)]
+    assert lsa_imports == []
+    assert M.fused_objective is FU.fused_objective
+    assert M.symmetric_cross_entropy is FU.symmetric_cross_entropy
+    assert M.Pairs is FU.Pairs and M.DEFAULT_CHUNK == FU.DEFAULT_CHUNK
+
+
+# ---------------------------------------------------------------------------------------------
+# windows, position sets, the loss and the metric
 
 
 @pytest.mark.parametrize("setting, low, high", [(1, 1, 32), (2, 1, 16), (3, 16, 32),
@@ -150,7 +198,7 @@ def test_one_batched_forward_equals_two_separate_forwards(model, stream, ce_on):
         la, lb = model(input_ids=a).logits, model(input_ids=b).logits
     ce_a = model(input_ids=a, labels=a).loss
     ce_b = model(input_ids=b, labels=b).loss
-    sce = reference_sce(la[:, l_extra:], lb[:, : l_train - l_extra]).mean()
+    sce = sce64(la[:, l_extra:], lb[:, : l_train - l_extra]).mean()
     torch.testing.assert_close(out.ce_a, ce_a.detach(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(out.ce_b, ce_b.detach(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(out.misalign.double(), sce, rtol=1e-4, atol=1e-5)
@@ -167,7 +215,7 @@ def test_last_position_only(model, stream):
     with torch.no_grad():
         la = model(input_ids=tokens[:, :l_train]).logits
         lb = model(input_ids=tokens[:, l_extra:]).logits
-    ref = reference_sce(la[:, -1], lb[:, l_train - l_extra - 1]).mean()
+    ref = sce64(la[:, -1], lb[:, l_train - l_extra - 1]).mean()
     torch.testing.assert_close(out.misalign.double(), ref, rtol=1e-4, atol=1e-5)
 
 
@@ -262,7 +310,7 @@ def _reference_metric(model, stream, l_train, n_samples, seed, setting, batch_si
         with torch.no_grad():
             la = model(input_ids=tokens[:, :l_train]).logits[:, l_extra:]
             lb = model(input_ids=tokens[:, l_extra:]).logits[:, :l_train - l_extra]
-        sce = reference_sce(la, lb)  # (count, overlap)
+        sce = sce64(la, lb)  # (count, overlap)
         sets = {"all": slice(None), "last": slice(-1, None), "paper": slice(first_b, None)}
         for name in keep:
             values[name].extend(sce[:, sets[name]].mean(-1).tolist())
@@ -302,7 +350,7 @@ def test_loss_over_the_papers_positions(model, stream):
         la = model(input_ids=tokens[:, :l_train]).logits
         lb = model(input_ids=tokens[:, l_extra:]).logits
     # B's contexts of at least 6 tokens: B's indices 5..8, A's 8..11
-    ref = reference_sce(la[:, 8:12], lb[:, 5:9]).mean()
+    ref = sce64(la[:, 8:12], lb[:, 5:9]).mean()
     torch.testing.assert_close(out.misalign.double(), ref, rtol=1e-4, atol=1e-5)
     # l_extra = 7 > l/2: overlap of 5 positions, none with both contexts >= 6 tokens
     tokens = stream.sample(2, l_train + 7, torch.Generator().manual_seed(7))
@@ -312,40 +360,45 @@ def test_loss_over_the_papers_positions(model, stream):
 
 
 # ---------------------------------------------------------------------------------------------
-# the fused objective: CE terms + divergence from one log-softmax per position, hand-written
-# backward; checked against autograd on the unfused formula
+# the fused kernel (lsa/fused.py) against the definition: values and gradients
 
 
-def unfused_terms(a, b, divergence, detach):
-    """The two per-position terms of the divergence, plain autograd; a detached side gets no
-    gradient (the formula the fused objective replaces)."""
-    lp, lq = F.log_softmax(a.float(), -1), F.log_softmax(b.float(), -1)
-    if detach == "long":
-        lp = lp.detach()
-    if detach == "short":
-        lq = lq.detach()
-    p, q = lp.exp(), lq.exp()
-    if divergence == "sce":
-        return torch.stack([-(p * lq).sum(-1), -(q * lp).sum(-1)])
-    if divergence == "jeffreys":
-        return torch.stack([(p * (lp - lq)).sum(-1), (q * (lq - lp)).sum(-1)])
-    return torch.stack([-(p * lp).sum(-1), -(q * lq).sum(-1)])  # entropy H(p), H(q)
+def test_fused_sce_matches_the_definition_and_is_symmetric(logits):
+    a, b = logits
+    got = FU.symmetric_cross_entropy(a, b)
+    assert got.shape == (3, 5) and got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), sce64(a, b), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, FU.symmetric_cross_entropy(b, a))
+    p = F.softmax(a.double(), -1)
+    torch.testing.assert_close(FU.symmetric_cross_entropy(a, a).double(),
+                               -2 * (p * p.log()).sum(-1), rtol=1e-5, atol=1e-5)
+    assert (FU.symmetric_cross_entropy(a, a, divergence="jeffreys").abs() < 1e-5).all()
 
 
-def unfused_objective(logits, tokens, weights, coefs, pairs, alpha, divergence="sce",
-                      reduce_terms="sum", detach="none"):
-    lp = F.log_softmax(logits.float(), -1)
-    nll = -lp[:, :-1].gather(-1, tokens[:, 1:, None]).squeeze(-1)
-    values = [(w * nll).sum() for w in weights]
-    div = logits.new_zeros((), dtype=torch.float32)
-    if pairs is not None and pairs.length:
-        sa = slice(pairs.start_a, pairs.start_a + pairs.length)
-        sb = slice(pairs.start_b, pairs.start_b + pairs.length)
-        terms = unfused_terms(logits[list(pairs.rows_a), sa], logits[list(pairs.rows_b), sb],
-                              divergence, detach)
-        div = (terms.sum(0) if reduce_terms == "sum" else terms.mean(0)).mean()
-    loss = sum(c * v for c, v in zip(coefs, values)) + alpha * div
-    return loss, torch.stack(values + [div])
+@pytest.mark.parametrize("divergence", ["sce", "jeffreys", "entropy"])
+@pytest.mark.parametrize("reduce_terms", ["sum", "mean"])
+def test_fused_divergence_chunked_equals_the_definition(logits, divergence, reduce_terms):
+    a, b = logits
+    kw = dict(divergence=divergence, reduce_terms=reduce_terms)
+    full = FU.symmetric_cross_entropy(a, b, chunk_size=None, **kw)
+    torch.testing.assert_close(FU.symmetric_cross_entropy(a, b, chunk_size=4, **kw),
+                               full)  # 15 rows
+    torch.testing.assert_close(full.double(), M.pair_divergence(a.double(), b.double(), **kw),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fused_divergence_low_precision_and_extreme_logits(dtype, logits):
+    a, b = (x.to(dtype) for x in logits)
+    got = FU.symmetric_cross_entropy(a, b)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), sce64(a, b), rtol=1e-4, atol=1e-4)
+    extreme = torch.zeros(2, 40, dtype=dtype)
+    extreme[0, 0], extreme[1, 1] = 1e4, -1e4
+    values = FU.symmetric_cross_entropy(extreme, extreme.flip(0))
+    assert torch.isfinite(values).all()
+    torch.testing.assert_close(values.double(), sce64(extreme, extreme.flip(0)), rtol=1e-5,
+                               atol=1e-3)
 
 
 def objective_case(dtype=torch.float32, T=9, V=13, seed=0):
@@ -362,45 +415,56 @@ def objective_case(dtype=torch.float32, T=9, V=13, seed=0):
     return logits, tokens, [w_a, w_b, w_ans], [1.0, 0.25, 0.5], pairs
 
 
-def fused_and_reference(logits, tokens, weights, coefs, pairs, chunk, **kw):
+def fused_and_definition(logits, tokens, weights, coefs, pairs, chunk, **kw):
+    """The fused objective on ``logits`` and the definition (``M.objective``) on the same
+    values in float64, each backpropagated from ``3 * loss`` (a grad_output other than 1)."""
     x = logits.clone().requires_grad_()
-    loss, values = M.fused_objective(x, tokens, weights, coefs, pairs, chunk_size=chunk, **kw)
-    (loss * 3).backward()  # a grad_output other than 1
-    y = logits.clone().requires_grad_()
-    ref_loss, ref_values = unfused_objective(y, tokens, weights, coefs, pairs, **kw)
+    loss, values = FU.fused_objective(x, tokens, weights, coefs, pairs, chunk_size=chunk, **kw)
+    (loss * 3).backward()
+    y = logits.double().requires_grad_()
+    ref_loss, ref_values = M.objective(y, tokens, weights, coefs, pairs, **kw)
     (ref_loss * 3).backward()
     return (loss, values, x.grad), (ref_loss, ref_values, y.grad)
+
+
+def assert_matches(got, ref, rtol_grad, atol_grad):
+    assert got[0].dtype == got[1].dtype == torch.float32 and ref[0].dtype == torch.float64
+    torch.testing.assert_close(got[0].double(), ref[0].detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[1].double(), ref[1], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[2].double(), ref[2], rtol=rtol_grad, atol=atol_grad)
 
 
 @pytest.mark.parametrize("divergence", ["sce", "jeffreys", "entropy"])
 @pytest.mark.parametrize("detach", ["none", "long", "short"])
 @pytest.mark.parametrize("reduce_terms", ["sum", "mean"])
-def test_fused_objective_matches_autograd_fp32(divergence, detach, reduce_terms):
+def test_fused_objective_matches_the_definition_fp32(divergence, detach, reduce_terms):
     case = objective_case()
     for chunk in (None, 1, 3, 5, 7, 64):  # 3, 5, 7 divide neither T nor the overlap
-        got, ref = fused_and_reference(*case, chunk, alpha=0.7, divergence=divergence,
-                                       reduce_terms=reduce_terms, detach=detach)
-        assert got[0].dtype == torch.float32 and got[1].shape == (4,)
-        torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(got[1], ref[1].detach(), rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(got[2], ref[2], rtol=1e-4, atol=1e-6)
+        got, ref = fused_and_definition(*case, chunk, alpha=0.7, divergence=divergence,
+                                        reduce_terms=reduce_terms, detach=detach)
+        assert got[1].shape == (4,) and got[2].dtype == torch.float32
+        assert ref[2].abs().max() > 1e-3  # a gradient worth comparing
+        assert_matches(got, ref, rtol_grad=1e-4, atol_grad=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("divergence", ["sce", "jeffreys", "entropy"])
-def test_fused_objective_matches_autograd_bf16(divergence):
-    logits, *rest = objective_case(torch.bfloat16)
-    got, ref = fused_and_reference(logits, *rest, 3, alpha=0.7, divergence=divergence)
-    assert got[2].dtype == torch.bfloat16  # the gradient stays in the logits' dtype
-    torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-5)  # fp32 inside the chunk
-    torch.testing.assert_close(got[2].float(), ref[2].float(), rtol=1e-2, atol=2e-3)
+def test_fused_objective_matches_the_definition_low_precision(dtype, divergence):
+    """bf16/fp16 logits: fp32 inside the chunk, so the values are those of the definition on
+    the same (rounded) logits; the gradient comes back in the logits' dtype, rounded once."""
+    logits, *rest = objective_case(dtype)
+    got, ref = fused_and_definition(logits, *rest, 3, alpha=0.7, divergence=divergence)
+    assert got[2].dtype == dtype
+    eps = torch.finfo(dtype).eps
+    assert_matches(got, ref, rtol_grad=2 * eps, atol_grad=1e-5)
 
 
 def test_fused_objective_detach_zeroes_one_sides_divergence_gradient():
     logits, tokens, weights, coefs, pairs = objective_case()
-    ce_only = fused_and_reference(logits, tokens, weights, coefs, None, 4, alpha=0.7)[0][2]
+    ce_only = fused_and_definition(logits, tokens, weights, coefs, None, 4, alpha=0.7)[0][2]
     for detach, rows in (("long", (0, 1)), ("short", (2, 3))):
-        grad = fused_and_reference(logits, tokens, weights, coefs, pairs, 4, alpha=0.7,
-                                   detach=detach)[0][2]
+        grad = fused_and_definition(logits, tokens, weights, coefs, pairs, 4, alpha=0.7,
+                                    detach=detach)[0][2]
         torch.testing.assert_close(grad[list(rows)], ce_only[list(rows)])  # CE's only
         other = [r for r in range(4) if r not in rows]
         assert not torch.allclose(grad[other], ce_only[other])
@@ -409,9 +473,9 @@ def test_fused_objective_detach_zeroes_one_sides_divergence_gradient():
 def test_fused_objective_empty_overlap_is_a_zero_term_with_zero_gradient():
     logits, tokens, weights, coefs, _ = objective_case()
     empty = M.Pairs(rows_a=(0, 1), rows_b=(2, 3), start_a=9, start_b=0, length=0)
-    got, _ = fused_and_reference(logits, tokens, weights, coefs, empty, 4, alpha=0.7)
-    ce_only, _ = fused_and_reference(logits, tokens, weights, coefs, None, 4, alpha=0.7)
-    assert got[1][-1].item() == 0.0
+    got, ref = fused_and_definition(logits, tokens, weights, coefs, empty, 4, alpha=0.7)
+    ce_only, _ = fused_and_definition(logits, tokens, weights, coefs, None, 4, alpha=0.7)
+    assert got[1][-1].item() == 0.0 and ref[1][-1].item() == 0.0
     torch.testing.assert_close(got[0], ce_only[0])
     torch.testing.assert_close(got[2], ce_only[2])
 
@@ -419,8 +483,8 @@ def test_fused_objective_empty_overlap_is_a_zero_term_with_zero_gradient():
 def test_fused_objective_without_gradient_gives_the_same_values():
     logits, *rest = objective_case()
     with torch.no_grad():
-        loss, values = M.fused_objective(logits, *rest, chunk_size=4, alpha=0.7)
-    ref_loss, ref_values = unfused_objective(logits, *rest, alpha=0.7)
+        loss, values = FU.fused_objective(logits, *rest, chunk_size=4, alpha=0.7)
+    ref_loss, ref_values = M.objective(logits, *rest, alpha=0.7)
     torch.testing.assert_close(loss, ref_loss)
     torch.testing.assert_close(values, ref_values)
 
@@ -428,10 +492,125 @@ def test_fused_objective_without_gradient_gives_the_same_values():
 def test_fused_objective_backward_twice_is_refused():
     logits, *rest = objective_case()
     x = logits.clone().requires_grad_()
-    loss, _ = M.fused_objective(x, *rest, chunk_size=4, alpha=0.7)
+    loss, _ = FU.fused_objective(x, *rest, chunk_size=4, alpha=0.7)
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="once"):
         loss.backward()
+
+
+@pytest.mark.parametrize("pairs", [M.Pairs((0, 1), (1, 2), 0, 0, 3),   # row 1 on both sides
+                                   M.Pairs((0,), (2, 3), 0, 0, 3),      # unequal sides
+                                   M.Pairs((0,), (2,), 5, 0, 5)])       # past the end
+def test_fused_objective_rejects_bad_pairs(pairs):
+    logits, tokens, weights, coefs, _ = objective_case()
+    with pytest.raises(ValueError, match="distinct rows"):
+        FU.fused_objective(logits, tokens, weights, coefs, pairs)
+
+
+def unfused_misalignment_loss(model, tokens, l_train, l_extra, alpha, ce_on, detach, positions,
+                              divergence, answer_mask, answer_weight):
+    """The objective spelled out independently of the weights and pairs that
+    misalignment_loss builds: F.cross_entropy per window, the definition's divergence, the
+    answers' CE on window B."""
+    n = tokens.shape[0]
+    a, b = tokens[:, :l_train], tokens[:, l_extra:]
+    logits = model(input_ids=torch.cat([a, b])).logits
+    la, lb = logits[:n], logits[n:]
+    V = logits.shape[-1]
+    ce_a = F.cross_entropy(la[:, :-1].reshape(-1, V), a[:, 1:].reshape(-1))
+    ce_b = F.cross_entropy(lb[:, :-1].reshape(-1, V), b[:, 1:].reshape(-1))
+    ce = {"a": ce_a, "b": ce_b, "both": (ce_a + ce_b) / 2}[ce_on]
+    if answer_mask is not None:
+        target = answer_mask[:, l_extra:][:, 1:]
+        ce = ce + answer_weight * F.cross_entropy(lb[:, :-1][target], b[:, 1:][target])
+    sel_a, sel_b = M.select_positions(l_train, l_extra, positions)
+    div = M.pair_divergence(la[:, sel_a], lb[:, sel_b], divergence=divergence,
+                            detach=detach).mean()
+    return ce + alpha * div, ce, div
+
+
+@pytest.mark.parametrize("ce_on, detach, positions, divergence, answers", [
+    ("a", "none", "all", "sce", False),
+    ("both", "long", "paper", "sce", False),
+    ("b", "short", "last", "jeffreys", True),
+    ("a", "none", "all", "entropy", True),
+])
+def test_misalignment_loss_fused_and_readable_match_the_spelled_out_objective(
+        model, stream, ce_on, detach, positions, divergence, answers):
+    l_train, l_extra = 12, 5
+    tokens = stream.sample(2, l_train + l_extra, torch.Generator().manual_seed(8))
+    mask = None
+    if answers:
+        mask = torch.zeros_like(tokens, dtype=torch.bool)
+        mask[0, 14], mask[1, 15:17] = True, True
+    kw = dict(alpha=0.3, ce_on=ce_on, detach=detach, positions=positions,
+              divergence=divergence)
+    model.zero_grad()  # the model is shared: start clean even after a failed case
+    loss, ce, div = unfused_misalignment_loss(model, tokens, l_train, l_extra,
+                                              answer_mask=mask, answer_weight=0.7, **kw)
+    loss.backward()
+    ref = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    for fused in (True, False):
+        out = M.misalignment_loss(model, tokens, l_train, l_extra, chunk_size=5,
+                                  answer_mask=mask, answer_weight=0.7, fused=fused, **kw)
+        out.loss.backward()
+        torch.testing.assert_close(out.loss.detach(), loss.detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(out.ce, ce.detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(out.misalign, div.detach(), rtol=1e-5, atol=1e-6)
+        assert (out.answer_ce is not None) == answers
+        for g, p in zip(ref, model.parameters()):
+            torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
+        model.zero_grad()
+
+
+def test_misalignment_loss_fused_matches_readable_with_bf16_logits(stream):
+    """Low precision end to end: bf16 logits (a parameter), the fused loss against the
+    readable one on the same logits, values and the bf16 gradient."""
+    l_train, l_extra, V = 16, 5, 64
+    tokens = torch.randint(0, V, (2, l_train + l_extra), generator=torch.Generator().manual_seed(9))
+    grads, outs = [], []
+    for fused in (True, False):
+        model = FixedLogits(4, l_train, V)
+        out = M.misalignment_loss(model, tokens, l_train, l_extra, alpha=0.5, ce_on="both",
+                                  chunk_size=6, fused=fused)
+        out.loss.backward()
+        outs.append(out)
+        grads.append(model.table.grad)
+    (got, ref), eps = outs, torch.finfo(torch.bfloat16).eps
+    for name in ("loss", "ce", "ce_a", "ce_b", "misalign"):
+        torch.testing.assert_close(getattr(got, name).detach(), getattr(ref, name).detach(),
+                                   rtol=1e-5, atol=1e-5)
+    assert got.misalign > 0 and grads[0].dtype == grads[1].dtype == torch.bfloat16
+    torch.testing.assert_close(grads[0].float(), grads[1].float(), rtol=2 * eps, atol=1e-5)
+
+
+def test_ce_loss_fused_and_readable_match_cross_entropy_with_answers():
+    logits, tokens, *_ = objective_case(T=10)
+    mask = torch.zeros_like(tokens, dtype=torch.bool)
+    mask[1, 4:6] = mask[3, 9] = True
+    y = logits.clone().requires_grad_()
+    V = logits.shape[-1]
+    ref_ce = F.cross_entropy(y[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1))
+    ref_ans = F.cross_entropy(y[:, :-1][mask[:, 1:]], tokens[:, 1:][mask[:, 1:]])
+    (ref_ce + 0.4 * ref_ans).backward()
+    for fused in (True, False):
+        x = logits.clone().requires_grad_()
+        loss, ce, ans = M.ce_loss(x, tokens, answer_mask=mask, answer_weight=0.4, chunk_size=3,
+                                  fused=fused)
+        loss.backward()
+        torch.testing.assert_close(ce, ref_ce.detach())
+        torch.testing.assert_close(ans, ref_ans.detach())
+        torch.testing.assert_close(loss.detach(), (ref_ce + 0.4 * ref_ans).detach())
+        torch.testing.assert_close(x.grad, y.grad)
+        assert M.ce_loss(logits, tokens, fused=fused)[2] is None
+        none_marked = M.ce_loss(logits, tokens, answer_mask=torch.zeros_like(mask),
+                                answer_weight=1, fused=fused)
+        assert none_marked[2].item() == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# the fused kernel's memory: one chunk of fp32, whatever the sequence length
 
 
 class LiveFloat32(torch.utils._python_dispatch.TorchDispatchMode):
@@ -479,7 +658,7 @@ def test_fused_objective_holds_one_chunk_of_fp32_whatever_the_length():
         logits, tokens, weights, coefs, pairs = objective_case(torch.bfloat16, T=T, V=V)
         x = logits.clone().requires_grad_()
         with LiveFloat32() as mode:
-            loss, _ = M.fused_objective(x, tokens, weights, coefs, pairs, chunk_size=chunk,
+            loss, _ = FU.fused_objective(x, tokens, weights, coefs, pairs, chunk_size=chunk,
                                         alpha=0.5)
             loss.backward()
         assert mode.peak <= 1.25 * chunk * V * 4 + vector_bytes(4, T, 3), (T, mode.peak)
@@ -509,87 +688,6 @@ def test_misalignment_loss_with_bf16_logits_holds_one_chunk_of_fp32(stream):
         # the windows' weight masks come on top of the objective's vectors
         bound = 1.25 * chunk * V * 4 + vector_bytes(4, l_train, 2) + 4 * 4 * l_train * 2
         assert mode.peak <= bound, (l_train, mode.peak)
-
-
-def unfused_misalignment_loss(model, tokens, l_train, l_extra, alpha, ce_on, detach, positions,
-                              divergence, answer_mask, answer_weight):
-    """The objective as written before fusing: F.cross_entropy per window, the divergence by
-    autograd, the answers' CE on window B."""
-    n = tokens.shape[0]
-    a, b = tokens[:, :l_train], tokens[:, l_extra:]
-    logits = model(input_ids=torch.cat([a, b])).logits
-    la, lb = logits[:n], logits[n:]
-    V = logits.shape[-1]
-    ce_a = F.cross_entropy(la[:, :-1].reshape(-1, V), a[:, 1:].reshape(-1))
-    ce_b = F.cross_entropy(lb[:, :-1].reshape(-1, V), b[:, 1:].reshape(-1))
-    ce = {"a": ce_a, "b": ce_b, "both": (ce_a + ce_b) / 2}[ce_on]
-    if answer_mask is not None:
-        target = answer_mask[:, l_extra:][:, 1:]
-        ce = ce + answer_weight * F.cross_entropy(lb[:, :-1][target], b[:, 1:][target])
-    sel_a, sel_b = M.select_positions(l_train, l_extra, positions)
-    div = unfused_terms(la[:, sel_a], lb[:, sel_b], divergence, detach).sum(0).mean()
-    return ce + alpha * div, ce, div
-
-
-@pytest.mark.parametrize("ce_on, detach, positions, divergence, answers", [
-    ("a", "none", "all", "sce", False),
-    ("both", "long", "paper", "sce", False),
-    ("b", "short", "last", "jeffreys", True),
-    ("a", "none", "all", "entropy", True),
-])
-def test_misalignment_loss_values_and_gradients_as_before(model, stream, ce_on, detach,
-                                                          positions, divergence, answers):
-    l_train, l_extra = 12, 5
-    tokens = stream.sample(2, l_train + l_extra, torch.Generator().manual_seed(8))
-    mask = None
-    if answers:
-        mask = torch.zeros_like(tokens, dtype=torch.bool)
-        mask[0, 14], mask[1, 15:17] = True, True
-    kw = dict(alpha=0.3, ce_on=ce_on, detach=detach, positions=positions,
-              divergence=divergence)
-    out = M.misalignment_loss(model, tokens, l_train, l_extra, chunk_size=5, answer_mask=mask,
-                              answer_weight=0.7, **kw)
-    out.loss.backward()
-    got = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    loss, ce, div = unfused_misalignment_loss(model, tokens, l_train, l_extra,
-                                              answer_mask=mask, answer_weight=0.7, **kw)
-    loss.backward()
-    torch.testing.assert_close(out.loss.detach(), loss.detach(), rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(out.ce, ce.detach(), rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(out.misalign, div.detach(), rtol=1e-5, atol=1e-6)
-    for g, p in zip(got, model.parameters()):
-        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-6)
-    model.zero_grad()
-
-
-def test_ce_loss_matches_cross_entropy_with_answers():
-    logits, tokens, *_ = objective_case(T=10)
-    mask = torch.zeros_like(tokens, dtype=torch.bool)
-    mask[1, 4:6] = mask[3, 9] = True
-    x, y = logits.clone().requires_grad_(), logits.clone().requires_grad_()
-    loss, ce, ans = M.ce_loss(x, tokens, answer_mask=mask, answer_weight=0.4, chunk_size=3)
-    loss.backward()
-    V = logits.shape[-1]
-    ref_ce = F.cross_entropy(y[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1))
-    ref_ans = F.cross_entropy(y[:, :-1][mask[:, 1:]], tokens[:, 1:][mask[:, 1:]])
-    (ref_ce + 0.4 * ref_ans).backward()
-    torch.testing.assert_close(ce, ref_ce.detach())
-    torch.testing.assert_close(ans, ref_ans.detach())
-    torch.testing.assert_close(loss.detach(), (ref_ce + 0.4 * ref_ans).detach())
-    torch.testing.assert_close(x.grad, y.grad)
-    assert M.ce_loss(logits, tokens)[2] is None
-    none_marked = M.ce_loss(logits, tokens, answer_mask=torch.zeros_like(mask), answer_weight=1)
-    assert none_marked[2].item() == 0.0
-
-
-@pytest.mark.parametrize("pairs", [M.Pairs((0, 1), (1, 2), 0, 0, 3),   # row 1 on both sides
-                                   M.Pairs((0,), (2, 3), 0, 0, 3),      # unequal sides
-                                   M.Pairs((0,), (2,), 5, 0, 5)])       # past the end
-def test_fused_objective_rejects_bad_pairs(pairs):
-    logits, tokens, weights, coefs, _ = objective_case()
-    with pytest.raises(ValueError, match="distinct rows"):
-        M.fused_objective(logits, tokens, weights, coefs, pairs)
 
 
 def test_pair_measures_by_hand():
