@@ -32,6 +32,7 @@ import sys
 import yaml
 
 from lsa.config import PROFILES, ConfigError, load_config
+from lsa.runs import runs_of
 
 
 def _load(args):
@@ -50,7 +51,7 @@ def _config(args) -> int:
         _print_fields()
         return 0
     if args.runs:
-        for run in pipe.runs:
+        for run in runs_of(pipe):
             state = "finished" if run.finished else "not made"
             print(f"{run.kind:14} {run.name:24} {run.id}  ({state})")
         return 0
@@ -132,7 +133,7 @@ def job_run(args):
     unknown run and on a run id other than ``--expect-id`` (what the pipeline expects)."""
     pipe = _load(args)
     kind = "base" if args.command == "pretrain" else args.command
-    run = pipe.runs.get(kind, getattr(args, "run", None) or "base")
+    run = runs_of(pipe).get(kind, getattr(args, "run", None) or "base")
     source = args.config_file or "config/config.yaml"
     run.expect(args.expect_id, f"{source} (profile {pipe.profile}, seed {pipe.seed})")
     return pipe, run

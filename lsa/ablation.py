@@ -1,5 +1,5 @@
 """Section 5.3: the ablations (notebook ``04_ablations``), from the ablation runs' table
-(``lsa.analysis.collect_runs(pipe, pipe.runs.ablation)``).
+(``lsa.analysis.collect_runs(pipe, runs_of(pipe).ablation)``).
 
 Every comparison is paired by seed (same data order, same ``l_extra`` draws): the effect of a
 setting is the mean over seeds of (run with the setting) - (its baseline run), with the 95 %
@@ -24,6 +24,7 @@ from lsa import stats
 from lsa.analysis import DIVERGENCE_LABELS
 from lsa.config import AblationConfig
 from lsa.report import Claim, fmt, paper
+from lsa.stats import sign_verdict
 
 SECTION = "Sec. 5.3"
 ITEMS = {
@@ -79,16 +80,6 @@ def effects(runs: pd.DataFrame, pairs: list[tuple[str, str, str, str]], columns:
     return pd.DataFrame(rows)
 
 
-def verdict(low: float, high: float, n: int, paper_sign: int) -> str:
-    """agrees / disagrees when the interval excludes 0 on the paper's side (``paper_sign``: -1
-    lower, +1 higher) or the other; else inconclusive; not run without seeds."""
-    if n == 0:
-        return "not run"
-    if n < 2 or not (math.isfinite(low) and math.isfinite(high)) or low <= 0 <= high:
-        return "inconclusive"
-    return "agrees" if (low > 0) == (paper_sign > 0) else "disagrees"
-
-
 def _effect_text(row: Any, unit: str = "PPL") -> str:
     interval = (f"[{row.low:+.3g}, {row.high:+.3g}]" if row.seeds > 1 and math.isfinite(row.low)
                 else "(one seed: no interval)")
@@ -106,7 +97,7 @@ def _claim(cid: str, claim: str, paper_text: str, grade: str, eff: pd.DataFrame,
                      "not run", evidence)
     row = sel.iloc[0]
     return Claim(cid, SECTION, claim, paper_text, grade, _effect_text(row),  # type: ignore
-                 verdict(row.low, row.high, row.seeds, paper_sign),  # type: ignore[arg-type]
+                 sign_verdict(row.low, row.high, paper_sign, row.seeds),  # type: ignore[arg-type]
                  f"{column}; {evidence}".strip("; "))
 
 
@@ -212,30 +203,31 @@ def compute_pairs(cfg: AblationConfig) -> list[tuple[str, str, str, str]]:
         [(m, f"SCE {a:g}", m, "CE")]
 
 
-def equal_compute_steps(steps: int, bench: dict[str, Any], l_train: int) -> dict[str, float]:
-    """CE-only steps that cost what ``steps`` regularized steps cost, in three accountings:
-    equal sequences (the same steps), equal distinct tokens (``l_train + E[l_extra]`` per
-    sequence, setting 1), equal forward tokens (two windows), and equal wall time (the
-    benchmark's measured ``ce_a+sce / ce_a`` time ratio)."""
+def equal_compute_steps(steps: int, l_train: int) -> dict[str, float]:
+    """CE-only steps that cost what ``steps`` regularized steps cost, by what is counted (never
+    by a timing, which depends on the machine and its load): equal sequences (the same
+    steps), equal distinct tokens (``l_train + E[l_extra]`` per sequence, setting 1), and
+    equal forward and backward tokens (a regularized step runs windows A and B, ``l_train``
+    tokens each, forward and backward: twice a CE step on window A)."""
     mean_extra = (1 + l_train // 2) / 2
-    ratio = bench["time_s"]["ce_a+sce"] / bench["time_s"]["ce_a"]
-    return {"equal sequences": float(steps), "equal distinct tokens":
-            steps * (l_train + mean_extra) / l_train, "equal forward tokens": 2.0 * steps,
-            "equal wall time (measured)": steps * ratio, "time ratio": ratio}
+    return {"equal sequences": float(steps),
+            "equal distinct tokens": steps * (l_train + mean_extra) / l_train,
+            "equal forward and backward tokens": 2.0 * steps}
 
 
 def compute_claims(eff: pd.DataFrame, cfg: AblationConfig, column: str, steps: int,
-                   wall_steps: float) -> list[Claim]:
+                   equal_steps: float) -> list[Claim]:
     m, a = cfg.method, cfg.alpha
     if not cfg.compute_steps:
         return []
-    nearest = min(cfg.compute_steps, key=lambda n: abs(n - wall_steps))
+    nearest = min(cfg.compute_steps, key=lambda n: abs(n - equal_steps))
     ref = paper("sec5.3/compute")
     return [_claim("A5.1", f"At equal compute the regularized run still wins ({m})",
                    ref.value, ref.grade, eff, m,
                    f"SCE {a:g}", f"{m} CE, {nearest} steps", column, -1,
                    f"{steps} regularized steps vs CE-only {nearest} steps, the run nearest to "
-                   f"equal wall time ({wall_steps:.0f} steps, measured)")]
+                   f"equal counted work ({equal_steps:.0f} steps: forward and backward "
+                   "tokens)")]
 
 
 def parts_pairs(cfg: AblationConfig) -> list[tuple[str, str, str, str]]:
@@ -265,15 +257,15 @@ def closing_text(eff: pd.DataFrame | None, column: str) -> str:
         return "Item 1 was not run in this profile: nothing to conclude."
     lines = []
     for row in sel.itertuples():
-        v = verdict(row.low, row.high, row.seeds, -1)
+        v = sign_verdict(row.low, row.high, -1, row.seeds)
         word = {"agrees": "lowers it", "disagrees": "raises it",
                 "inconclusive": "does not move it beyond the seed noise"}.get(v, "was not run")
         lines.append(f"- **{row.setting}** {word}: {_effect_text(row)}.")
     jeff = sel[sel["setting"].str.startswith("Jeffreys")]
     helped = [r.setting for r in jeff.itertuples()
-              if verdict(r.low, r.high, r.seeds, -1) == "agrees"]
+              if sign_verdict(r.low, r.high, -1, r.seeds) == "agrees"]
     hurt = [r.setting for r in jeff.itertuples()
-            if verdict(r.low, r.high, r.seeds, -1) == "disagrees"]
+            if sign_verdict(r.low, r.high, -1, r.seeds) == "disagrees"]
     if jeff.empty:
         answer = "Jeffreys was not run: the question stays open here."
     elif helped:

@@ -1,6 +1,6 @@
 """Tables and verdicts for the fine-tuning sections (5.1-5.2, 5.4): runs -> DataFrames -> claims.
 
-Runs are read through ``pipe.runs`` (``lsa.runs``): reading results imports no torch.
+Runs are read through ``runs_of(pipe)`` (``lsa.runs``): reading results imports no torch.
 
 Seed noise: the regularizer's effect on a quantity is the mean over seeds of the paired
 difference (alpha run minus CE run, same seed, same data order), with the 95 % Student t
@@ -18,7 +18,16 @@ import numpy as np
 import pandas as pd
 
 from lsa.config import PipelineConfig
+from lsa.data.babi import TASK_LABELS
 from lsa.report import PAPER, Claim, fmt, paper
+from lsa.runs import runs_of
+from lsa.stats import (
+    equivalence_verdict,
+    paired_interval,
+    paired_proportion_interval,
+    sign_verdict,
+    wilson_interval,
+)
 
 # the paper's Tables 2-3 rows for the methods that have them: (table key, paper's alpha)
 PAPER_ROWS = {"clex": "table2/clex_redpajama", "longqlora": "table3/longqlora",
@@ -83,8 +92,8 @@ def collect_runs(pipe: PipelineConfig, names: list[str] | None = None) -> pd.Dat
     ``misalignment_all``: every overlap position) and its parts, final training losses,
     training wall time."""
     rows = []
-    for name in pipe.runs.grid if names is None else names:
-        run = pipe.runs.finetune[name]
+    for name in runs_of(pipe).grid if names is None else names:
+        run = runs_of(pipe).finetune[name]
         if not run.finished:
             continue
         m, log, spec = run.metrics(), run.log(), run.spec
@@ -106,8 +115,8 @@ def curves(pipe: PipelineConfig, names: list[str] | None = None) -> pd.DataFrame
     """Training logs of every finished run (``names``; default the grid), long format (run,
     method, alpha, seed, setting, step, ...)."""
     frames = []
-    for name in pipe.runs.grid if names is None else names:
-        run = pipe.runs.finetune[name]
+    for name in runs_of(pipe).grid if names is None else names:
+        run = runs_of(pipe).finetune[name]
         if run.finished:
             spec = run.spec
             frames.append(pd.DataFrame(run.log()).assign(
@@ -128,7 +137,6 @@ def paired_effect(runs: pd.DataFrame, column: str, alpha: float) -> pd.DataFrame
     of the paired differences), its 95 % t interval (``lsa.stats.paired_interval``: ``low``,
     ``high``; NaN with one seed) and the number of seeds. Only the grid's plain settings
     (``CE`` and ``SCE alpha``) are compared."""
-    from lsa.stats import paired_interval
 
     rows = []
     plain = runs[runs["setting"].isin(["CE", f"SCE {alpha:g}"])] if "setting" in runs else runs
@@ -147,19 +155,6 @@ def paired_effect(runs: pd.DataFrame, column: str, alpha: float) -> pd.DataFrame
                      "low": ci.low, "high": ci.high,
                      "wins": int((diff < 0).sum()), "seeds": len(seeds)})
     return pd.DataFrame(rows)
-
-
-def direction_verdict(low: float, high: float, seeds: int, lower_is_paper: bool = True) -> str:
-    """'agrees' / 'disagrees' when the 95 % interval of the mean paired difference lies on the
-    paper's / the other side of 0; 'inconclusive' when it contains 0 or there is one seed."""
-    if seeds == 0:
-        return "not run"
-    if seeds < 2 or not (math.isfinite(low) and math.isfinite(high)):
-        return "inconclusive"
-    if low <= 0 <= high:
-        return "inconclusive"
-    below = high < 0
-    return "agrees" if below == lower_is_paper else "disagrees"
 
 
 def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec. 5.2"
@@ -191,7 +186,7 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
             paper_text, grade,
             f"PPL {fmt(row.baseline, 4)} -> {fmt(row.regularized, 4)} ({row.delta:+.3g}); "
             f"lower in {row.wins}/{row.seeds} seed(s)",
-            direction_verdict(row.low, row.high, row.seeds),  # type: ignore[arg-type]
+            sign_verdict(row.low, row.high, -1, row.seeds),  # type: ignore[arg-type]
             f"long window = 2x and 4x l_train, token-weighted; {note}"))
     growth = paired_effect(runs, "ppl_growth", alpha)
     for row in growth.itertuples():
@@ -201,7 +196,7 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
             "not in the paper (a reading of ours)", "?",
             f"PPL(longest) / PPL(1x) {row.baseline:.3f} -> {row.regularized:.3f}; "
             f"lower in {row.wins}/{row.seeds} seed(s)",
-            direction_verdict(row.low, row.high, row.seeds),  # type: ignore[arg-type]
+            sign_verdict(row.low, row.high, -1, row.seeds),  # type: ignore[arg-type]
             "longest window = the largest evaluation multiple of l_train; 95 % t interval "
             f"of the paired difference [{row.low:+.3g}, {row.high:+.3g}]"))
     n = len(claims)
@@ -215,7 +210,7 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
             "implied (the term is minimised)", "?",
             f"L_misalign {fmt(row.baseline, 4)} -> {fmt(row.regularized, 4)}; "
             f"lower in {row.wins}/{row.seeds} seed(s)",
-            direction_verdict(row.low, row.high, row.seeds),  # type: ignore[arg-type]
+            sign_verdict(row.low, row.high, -1, row.seeds),  # type: ignore[arg-type]
             f"interval [{row.low:+.3g}, {row.high:+.3g}]; metric on the test books, l_extra "
             "from setting 1, over the overlap positions "
             f"where both contexts are >= l_train / 2 tokens (the paper's l1, l2){every}"))
@@ -263,12 +258,12 @@ TABLE6_MULTIPLES = {1: "4k", 2: "8k", 4: "16k"}
 def collect_babilong(pipe: PipelineConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-sample rows of every finished BABILong run of the configured design: (accuracy
     grid, depth grid). Train design: the BABILong fine-tuning runs (``multiple`` = length /
-    l_train); evaluate design: the evaluations of ``pipe.runs.babilong_eval``, tagged with
+    l_train); evaluate design: the evaluations of ``runs_of(pipe).babilong_eval``, tagged with
     ``design``, ``finetune_run`` and the evaluated run's ``method`` and ``l_train``."""
     if pipe.babilong.design == "evaluate":
         return _collect_babilong_evaluate(pipe)
     acc, depth = [], []
-    for run in pipe.runs.babilong.values():
+    for run in runs_of(pipe).babilong.values():
         if not run.finished:
             continue
         m, spec = run.metrics(), run.spec
@@ -283,7 +278,7 @@ def collect_babilong(pipe: PipelineConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _collect_babilong_evaluate(pipe: PipelineConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     acc, depth, seen = [], [], {}
-    for run in pipe.runs.babilong_eval.values():
+    for run in runs_of(pipe).babilong_eval.values():
         if not run.finished:
             continue
         m = run.metrics()
@@ -395,7 +390,7 @@ def babilong_settings(pipe: PipelineConfig) -> str:
     bl = pipe.babilong
     if bl.design == "evaluate":
         return (f"profile {pipe.profile}: evaluate design, tasks {bl.tasks}, fine-tuning runs "
-                f"{list(pipe.runs.babilong_eval)}, lengths {bl.eval_lengths} "
+                f"{list(runs_of(pipe).babilong_eval)}, lengths {bl.eval_lengths} "
                 f"tokens, {bl.depth_task} at depths {bl.eval_depths} of "
                 f"{bl.eval_depth_length} tokens, {bl.test_samples} test samples per cell, "
                 f"prompt parts {bl.prompt_parts}, {bl.eval_max_new_tokens} new tokens, "
@@ -420,12 +415,12 @@ def babilong_sources(pipe: PipelineConfig) -> dict[str, Any]:
     books, prompts file (path, sha256, parts) and greedy tokens (one value when every run
     agrees, else per run) and the fine-tuning run each evaluation read."""
     if pipe.babilong.design != "evaluate":
-        finished = [r for r in pipe.runs.babilong.values() if r.finished]
+        finished = [r for r in runs_of(pipe).babilong.values() if r.finished]
         if not finished:
             return {}
         first = finished[0].metrics()
         return {"babi_source": first["babi_source"], "train_samples": first["train_samples"]}
-    metrics = {run.name: run.metrics() for run in pipe.runs.babilong_eval.values()
+    metrics = {run.name: run.metrics() for run in runs_of(pipe).babilong_eval.values()
                if run.finished}
     out: dict[str, Any] = {"design": "evaluate"}
     for key in ("babi_source", "books_source", "prompts", "max_new_tokens"):
@@ -434,16 +429,6 @@ def babilong_sources(pipe: PipelineConfig) -> dict[str, Any]:
         out[key] = next(iter(values.values())) if len(distinct) == 1 else values
     out["evaluated"] = {name: m.get("finetune_run") for name, m in metrics.items()}
     return out
-
-
-def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion ``k / n`` (scipy's binomtest)."""
-    from scipy.stats import binomtest
-
-    if n == 0:
-        return math.nan, math.nan
-    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def accuracy_table(rows: pd.DataFrame, by: list[str], level: float = 0.95) -> pd.DataFrame:
@@ -467,26 +452,10 @@ def accuracy_table(rows: pd.DataFrame, by: list[str], level: float = 0.95) -> pd
 SAMPLE_KEYS = ["seed", "task", "length", "depth", "index"]
 
 
-def paired_interval(wins: int, losses: int, n: int, level: float = 0.95
-                    ) -> tuple[float, float]:
-    """Interval of a paired difference of proportions from ``n`` pairs, ``wins`` where only the
-    second is correct and ``losses`` where only the first is: the normal interval on the
-    per-pair differences after adding 1/2 to each cell of the 2x2 table (Agresti & Min 2005),
-    so that it keeps a width when no pair disagrees."""
-    from scipy.stats import norm
-
-    if n == 0:
-        return math.nan, math.nan
-    b, c, m = wins + 0.5, losses + 0.5, n + 2
-    centre = (b - c) / m
-    half = float(norm.ppf(0.5 + level / 2)) * math.sqrt(b + c - (b - c) ** 2 / m) / m
-    return centre - half, centre + half
-
-
 def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: float = 0.95
                     ) -> pd.DataFrame:
     """Per ``by`` cell, the accuracy (%) of the CE run (``ce``) and the alpha run (``reg``),
-    and their difference ``delta`` (points) with its ``paired_interval`` (``ci_low``,
+    and their difference ``delta`` (points) with its ``paired_proportion_interval`` (``ci_low``,
     ``ci_high``): the runs of one seed answer the same test prompts (``SAMPLE_KEYS``), the
     pairs of every seed pooled (``n`` pairs). The interval is over test samples; the spread of
     the per-seed differences is ``seed_std`` (``seeds`` seeds). Answers pair by method too when
@@ -500,8 +469,8 @@ def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: floa
     out = []
     for cell, sub in both.groupby(by):
         diff = sub["diff"]
-        low, high = paired_interval(int((diff > 0).sum()), int((diff < 0).sum()), len(diff),
-                                    level)
+        low, high = paired_proportion_interval(int((diff > 0).sum()), int((diff < 0).sum()),
+                                               len(diff), level)
         per_seed = sub.groupby("seed")["diff"].mean()
         out.append({**dict(zip(by, cell if isinstance(cell, tuple) else (cell,))),
                     "ce": 100 * sub["correct_ce"].mean(), "reg": 100 * sub["correct_reg"].mean(),
@@ -510,28 +479,7 @@ def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: floa
     return pd.DataFrame(out)
 
 
-def interval_verdict(low: float, high: float, higher_is_paper: bool = True) -> str:
-    """'agrees' / 'disagrees' only when the interval of the difference excludes 0 on the
-    paper's / the other side; 'inconclusive' when it holds 0 (or is undefined)."""
-    if low > 0:
-        return "agrees" if higher_is_paper else "disagrees"
-    if high < 0:
-        return "disagrees" if higher_is_paper else "agrees"
-    return "inconclusive"
-
-
-def equivalence_verdict(low: float, high: float, margin: float) -> str:
-    """'agrees' (comparable) when the interval lies within +-margin, 'disagrees' when it lies
-    wholly beyond it, 'inconclusive' otherwise."""
-    if -margin <= low and high <= margin:
-        return "agrees"
-    if low > margin or high < -margin:
-        return "disagrees"
-    return "inconclusive"
-
-
 def chance(task: str) -> float:
-    from lsa.data.babi import TASK_LABELS
 
     return 100.0 / len(TASK_LABELS[task])
 
@@ -610,7 +558,7 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
         claims.append(Claim(
             f"S5.4.{ident}", section,
             f"CE + {alpha:g} misalign raises BABILong accuracy at {at}", text, grade, ours(row),
-            interval_verdict(row["ci_low"], row["ci_high"]),  # type: ignore[arg-type]
+            sign_verdict(row["ci_low"], row["ci_high"], +1),  # type: ignore[arg-type]
             f"{rule}; a verdict only when the {interval} excludes 0"))
     if not depth.empty:
         by_depth = paired_accuracy(depth, [*groups, "depth"], alpha, level)
@@ -628,7 +576,7 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
                 what = "comparable at depth 0 % (early context not ignored)"
                 rule = "comparable = the interval within +-5 points"
             else:
-                verdict = interval_verdict(row["ci_low"], row["ci_high"])
+                verdict = sign_verdict(row["ci_low"], row["ci_high"], +1)
                 what = f"better at depth {pct_depth} %"
                 rule = "agrees = the interval above 0"
             ident, words = _model(row)

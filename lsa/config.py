@@ -21,7 +21,6 @@ before any compute, naming the key, the value and what is allowed::
 
 from __future__ import annotations
 
-import functools
 import re
 import typing
 from dataclasses import dataclass
@@ -32,15 +31,10 @@ import yaml
 
 from lsa.strict import ConfigError, StrictConfig, coerce, merge, setting
 
-if typing.TYPE_CHECKING:
-    from lsa.runs import RunSet
-
 __all__ = ["ConfigError", "PROFILES", "Profile", "PipelineConfig", "load_config", "from_mapping"]
 
 Profile = Literal["smoke", "mini", "mini-full", "gpu-small", "paper"]
 PROFILES: tuple[str, ...] = get_args(Profile)
-
-PROFILE_HELP = "the profile whose outputs these are (results/<profile>/)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -58,11 +52,8 @@ class SyntheticConfig(StrictConfig):
 
     _section: typing.ClassVar[str] = "synthetic"
 
-    profile: Profile = setting("smoke", help=PROFILE_HELP)
-    seed: int = setting(0, ge=0, help="the seed of every training run (with its description)")
-    config_file: str | None = setting(
-        None, help="the resolved configuration the pipeline passes; its synthetic section "
-                   "must equal these parameters (null: run alone)")
+    seed: int = setting(0, ge=0, help="the seed of every training run (with its description); "
+                                      "the pipeline's seed")
     tasks: list[Task] = setting(factory=lambda: ["mean", "mean_uniform", "length", "sum"],
                                 unique=True, help="the prediction tasks")
     encodings: list[Encoding] = setting(
@@ -228,28 +219,6 @@ class RunConfig(StrictConfig):
             self._fail("l_extra_setting", "must be 1, 2, 3 or 4 (see docs/methods.md)")
 
 
-def grid_run_name(method: str, alpha: float, seed: int) -> str:
-    return f"{method}_a{alpha:g}_s{seed}"
-
-
-def make_run(method: str, alpha: float, seed: int, *, divergence: str = "sce", ce_on: str = "a",
-             l_extra_setting: int = 1, steps: int | None = None) -> RunConfig:
-    """A fine-tuning run named by its settings: ``METHOD_aALPHA_sSEED`` (the grid's name), then
-    ``_jeffreys`` / ``_entropy`` (divergence of a regularized run), ``_ceboth``,
-    ``_lxN`` (l_extra setting N) and ``_stepsN`` where they differ from the defaults. Equal
-    settings give equal names, so the sections share their runs."""
-    if alpha == 0:
-        divergence = "sce"  # no divergence is trained: every CE-only run is the same run
-    name = grid_run_name(method, alpha, seed)
-    name += f"_{divergence}" if divergence != "sce" else ""
-    name += f"_ce{ce_on}" if ce_on != "a" else ""
-    name += f"_lx{l_extra_setting}" if l_extra_setting != 1 else ""
-    name += f"_steps{steps}" if steps is not None else ""
-    return RunConfig(name=name, method=method, alpha=alpha, seed=seed,  # type: ignore[arg-type]
-                     divergence=divergence, ce_on=ce_on,  # type: ignore[arg-type]
-                     l_extra_setting=l_extra_setting, steps=steps)
-
-
 @dataclass
 class FinetuneConfig(StrictConfig):
     """Context-extension fine-tuning from the base model: window l_train, CE + alpha * SCE
@@ -299,22 +268,22 @@ class FinetuneConfig(StrictConfig):
         if any(max(self.eval_multiples) % m for m in self.eval_multiples):
             self._fail("eval_multiples", "every multiple must divide the largest (perplexity "
                                          "scores every length on the same chunks)")
-        specs = self.run_specs()
-        names = [r.name for r in specs]
+        names = [r.name for r in self.runs]
         if len(set(names)) != len(names):
-            self._fail("runs", "run names must be unique (grid runs are named "
-                               "METHOD_aALPHA_sSEED)")
-        for run in specs:
-            l_train = self.l_train_of(run)
-            if run.l_extra_setting == 3 and l_train < 4:
-                self._fail("runs", f"run {run.name}: l_extra setting 3 needs l_train >= 4")
-            if run.method == "longqlora":
+            self._fail("runs", "run names must be unique")
+        windows = [(m, self.l_train, f"methods ({m})") for m in self.methods]
+        windows += [(r.method, self.l_train_of(r), f"runs[{r.name}]") for r in self.runs]
+        for method, l_train, where in windows:
+            if method == "longqlora":
                 group = int(l_train * self.s2_group_ratio)
                 if group < 2 or l_train % group or group % 2:
                     raise ConfigError(
-                        f"finetune.runs[{run.name}].l_train = {l_train}: S2 attention "
+                        f"finetune.{where}: l_train = {l_train}: S2 attention "
                         f"(longqlora) needs l_train to be a multiple of an even group of "
                         f"l_train * s2_group_ratio ({self.s2_group_ratio}) tokens")
+        for run in self.runs:
+            if run.l_extra_setting == 3 and self.l_train_of(run) < 4:
+                self._fail("runs", f"run {run.name}: l_extra setting 3 needs l_train >= 4")
 
     def l_train_of(self, run: RunConfig) -> int:
         return run.l_train or self.l_train
@@ -322,33 +291,13 @@ class FinetuneConfig(StrictConfig):
     def eval_lengths(self, run: RunConfig) -> list[int]:
         return [m * self.l_train_of(run) for m in self.eval_multiples]
 
-    def run_specs(self) -> list[RunConfig]:
-        """Every method x alpha x seed of the grid, then the explicit ``runs`` (the run objects
-        built from them: ``PipelineConfig.runs``)."""
-        grid = [make_run(m, a, s) for s in self.seeds for m in self.methods for a in self.alphas]
-        return grid + list(self.runs)
-
-
-@dataclass
-class NotebookCall(StrictConfig):
-    """How the pipeline calls a notebook that reads runs: the fields every such settings class
-    starts with (its other fields are the section's own)."""
-
-    profile: Profile = setting("smoke", help=PROFILE_HELP)
-    seed: int = setting(0, ge=0, help="the pipeline's seed (also the probes' metric draws)")
-    config_file: str | None = setting(
-        None, help="the resolved configuration the pipeline passes (null: config/config.yaml)")
-    run_ids: list[str] | None = setting(
-        None, help="the run folders the pipeline made for this notebook (null: run alone)")
-    train_missing: bool = setting(True, help="run alone: train the runs not made yet")
-
 
 AblationItem = Literal["divergence", "alpha_sweep", "l_extra", "exposure", "compute", "parts"]
 ABLATION_ITEMS: tuple[str, ...] = get_args(AblationItem)
 
 
 @dataclass
-class AblationConfig(NotebookCall):
+class AblationConfig(StrictConfig):
     """Section 5.3 (notebook ``04_ablations``): the regularizer taken apart. Every run is a
     fine-tuning run (the one trainer, the ``finetune`` settings, the same base model, paired by
     seed); a run the Section 5.1-5.2 grid also has (same settings, same name) is one run.
@@ -387,12 +336,8 @@ class AblationConfig(NotebookCall):
     compute_steps: list[int] = setting(
         factory=lambda: [13, 20], unique=True, each_ge=1,
         help="compute: steps of the extra CE-only runs (e.g. equal distinct tokens, 1.25x "
-             "the steps at setting 1, and equal forwards, 2x); the notebook measures which "
-             "is nearest to equal wall time")
-    bench_shape: Literal["tiny", "mini", "llama32k", "llama32k_h1024"] = setting(
-        "tiny", help="compute: the shape `lsa bench misalign` measures in the notebook "
-                     "(lsa/bench.py; mini: the mini profile's model)")
-    bench_repeats: int = setting(3, ge=1, help="compute: timed repeats of each step variant")
+             "the steps at setting 1, and equal forward tokens, 2x); the claim uses the one "
+             "nearest to equal counted work (forward and backward tokens)")
 
     def validate(self) -> None:
         for key in ("sce_alphas", "jeffreys_alphas", "entropy_alphas", "l_extra_alphas"):
@@ -404,41 +349,11 @@ class AblationConfig(NotebookCall):
             self._fail("method", "must be a positional method (item parts compares it with "
                                  "'none')")
 
-    def run_specs(self) -> list[RunConfig]:
-        """The runs of the configured items, each once, in item order."""
-        m, specs = self.method, []
-        for seed in self.seeds:
-            if "divergence" in self.items:
-                specs.append(make_run(m, 0.0, seed))
-                for div, alphas in (("sce", self.sce_alphas), ("jeffreys", self.jeffreys_alphas),
-                                    ("entropy", self.entropy_alphas)):
-                    specs += [make_run(m, a, seed, divergence=div) for a in alphas]
-            if "alpha_sweep" in self.items:
-                specs += [make_run(method, a, seed) for method in self.sweep_methods
-                          for a in self.sweep_alphas]
-            if "l_extra" in self.items:
-                specs += [make_run(m, a, seed, l_extra_setting=x) for a in self.l_extra_alphas
-                          for x in self.l_extra_settings]
-            if "exposure" in self.items:
-                specs += [make_run(m, 0.0, seed), make_run(m, 0.0, seed, ce_on="both"),
-                          make_run(m, self.alpha, seed)]
-            if "compute" in self.items:
-                specs += [make_run(m, 0.0, seed), make_run(m, self.alpha, seed)]
-                specs += [make_run(m, 0.0, seed, steps=n) for n in self.compute_steps]
-            if "parts" in self.items:
-                specs += [make_run(method, a, seed) for method in ("none", m)
-                          for a in (0.0, self.alpha)]
-        unique: dict[str, RunConfig] = {}
-        for spec in specs:
-            unique.setdefault(spec.name, spec)
-        return list(unique.values())
-
-
 ProbeRope = Literal["pi", "ntk", "yarn", "dynamic", "abf"]
 
 
 @dataclass
-class PopulationConfig(NotebookCall):
+class PopulationConfig(StrictConfig):
     """Section 4.1 (notebook ``02_misalignment_correlation``): Table 1 on a population of
     models. The population: every finished fine-tuning run of the profile (grid and
     ablations), and *probes*: the base model, the base under RoPE settings without fine-tuning
@@ -543,16 +458,6 @@ class BabilongConfig(StrictConfig):
         if len(set(self.prompt_parts)) != len(self.prompt_parts):
             self._fail("prompt_parts", "must not repeat an entry")
 
-    def run_specs(self) -> list[RunConfig]:
-        """The BABILong training runs (train design); none in the evaluate design, whose jobs
-        evaluate finetune runs."""
-        if self.design == "evaluate":
-            return []
-        return [RunConfig(name=f"babilong_{grid_run_name(self.method, a, s)}",
-                          method=self.method, alpha=a, seed=s, ce_on="b")
-                for s in self.seeds for a in self.alphas]
-
-
 # ---------------------------------------------------------------------------------------------
 # notebooks over runs (Sections 5.1-5.2, 5.4) and the replication report
 
@@ -564,16 +469,7 @@ class RunsViewConfig(StrictConfig):
 
     _section: typing.ClassVar[str] = "view"
 
-    profile: Profile = setting("smoke", help=PROFILE_HELP)
-    seed: int = setting(0, ge=0, help="the pipeline's seed")
-    config_file: str | None = setting(
-        None, help="the resolved configuration the pipeline passes (null: config/config.yaml)")
-    run_ids: list[str] | None = setting(
-        None, help="the run folders the pipeline made for this notebook; the notebook fails "
-                   "when its configuration gives others (null: run alone)")
     alpha: float = setting(0.1, gt=0, help="the regularized runs compared with alpha = 0")
-    train_missing: bool = setting(True, help="run alone: train the runs not made yet (never "
-                                             "in the pipeline, which makes them first)")
 
 
 @dataclass
@@ -582,10 +478,6 @@ class ReportConfig(StrictConfig):
 
     _section: typing.ClassVar[str] = "report"
 
-    profile: Profile = setting("smoke", help=PROFILE_HELP)
-    seed: int = setting(0, ge=0, help="the pipeline's seed")
-    config_file: str | None = setting(
-        None, help="the resolved configuration the pipeline passes (null: run alone)")
     sections: list[str] = setting(
         factory=lambda: ["01_synthetic_study", "02_misalignment_correlation",
                          "03_regularized_finetuning", "04_ablations", "05_babilong"],
@@ -595,24 +487,15 @@ class ReportConfig(StrictConfig):
 # ---------------------------------------------------------------------------------------------
 # the pipeline: sections (notebooks) and the resolved configuration of one profile
 
-NotebookConfigName = Literal["synthetic", "view", "ablation", "population", "report"]
-NOTEBOOK_CONFIGS: dict[str, type[StrictConfig]] = {
-    "synthetic": SyntheticConfig, "view": RunsViewConfig, "ablation": AblationConfig,
-    "population": PopulationConfig, "report": ReportConfig}
-# the parts a profile configures (``defaults:`` and ``profiles.<name>:`` blocks)
-PARTS = ("synthetic", "pretrain", "finetune", "ablation", "population", "babilong", "view",
-         "report")
-# notebook parts that carry the profile (checked against the pipeline's)
-_PROFILED = ("synthetic", "ablation", "population", "view", "report")
-
 
 @dataclass
 class SectionSpec(StrictConfig):
-    """How the pipeline runs one notebook (its resources and module inputs:
-    ``workflow/settings.yaml``)."""
+    """How the pipeline runs one notebook (its resources: ``workflow/settings.yaml``; its module
+    inputs: what it imports, ``lsa.imports.notebook_inputs``)."""
 
     notebook: str = setting(help="the notebook under notebooks/")
-    config: NotebookConfigName = setting(help="the settings class its parameters cell holds")
+    config: str = setting(help="the part of the configuration holding its settings (a part of "
+                               "PipelineConfig, e.g. ablation)")
     needs: list[str] = setting(factory=list, help="sections whose metrics it reads")
     uses_runs: list[Literal["finetune", "ablation", "babilong", "probe"]] = setting(
         factory=list, help="runs whose folders it reads (its inputs): finetune (the grid and "
@@ -637,22 +520,10 @@ class PipelineConfig(StrictConfig):
     report: ReportConfig = setting(help="the replication report")
 
     def validate(self) -> None:
-        for part in _PROFILED:
-            if getattr(self, part).profile != self.profile:
-                raise ConfigError(f"{part}.profile = {getattr(self, part).profile!r}: must be "
-                                  f"the pipeline's profile ({self.profile!r})")
-        known = [r.name for r in self.finetune.run_specs()]
-        grid = {r.name: r.to_dict() for r in self.finetune.run_specs()}
-        for spec in self.ablation.run_specs():
-            if spec.name in grid and grid[spec.name] != spec.to_dict():
-                raise ConfigError(f"finetune.runs: run {spec.name!r} has other settings than "
-                                  f"the ablation run of that name; rename it")
-        for name in self.babilong.finetune_runs or []:
-            if name not in known:
-                raise ConfigError(f"babilong.finetune_runs = {self.babilong.finetune_runs!r}: "
-                                  f"no fine-tuning run named {name!r}; finetune's runs: "
-                                  f"{', '.join(known)}")
         for key, spec in self.sections.items():
+            if spec.config not in PARTS:
+                raise ConfigError(f"sections.{key}.config = {spec.config!r}: not a part of the "
+                                  f"configuration; allowed: {', '.join(PARTS)}")
             for need in spec.needs:
                 if need not in self.sections:
                     raise ConfigError(f"sections.{key}.needs = {need!r}: unknown section; "
@@ -662,12 +533,11 @@ class PipelineConfig(StrictConfig):
         """The settings a section's notebook receives as its parameters."""
         return getattr(self, self.sections[section].config)
 
-    @functools.cached_property
-    def runs(self) -> RunSet:
-        """Every run of this configuration (``lsa.runs.RunSet``), built once."""
-        from lsa.runs import RunSet
-
-        return RunSet(self)
+# the parts a profile configures (``defaults:`` and ``profiles.<name>:`` blocks): every field of
+# PipelineConfig that is a settings class
+PARTS: tuple[str, ...] = tuple(
+    name for name, tp in typing.get_type_hints(PipelineConfig).items()
+    if isinstance(tp, type) and issubclass(tp, StrictConfig))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -755,9 +625,8 @@ def from_mapping(raw: dict[str, Any], profile: str | None = None) -> PipelineCon
     hints = typing.get_type_hints(PipelineConfig)
     for name in PARTS:
         part = merge(defaults.get(name) or {}, chosen.get(name) or {})
-        for key, value in (("profile", profile), ("seed", seed)):
-            if key in hints[name].field_names():
-                part.setdefault(key, value)
+        if "seed" in hints[name].field_names():
+            part.setdefault("seed", seed)
         if name == "report":
             _report_sections(part, sections, f"profiles.{profile}.report")
         data[name] = hints[name].from_dict(part, prefix=f"profiles.{profile}.{name}")

@@ -8,7 +8,7 @@ The library calls ``point(name)`` where an interruption is worth testing:
 - ``write:<folder>/<file>``: half-way through an atomic write (``lsa.files``), with half the
   bytes in the temporary file;
 - ``notebook:<section>``: as a section notebook opens its configuration
-  (``lsa.notebook.open_config``).
+  (``lsa.notebook.open_section``).
 
 Nothing happens unless ``LSA_FAULT`` holds shell-style patterns (``fnmatch``, separated by
 ``|``) one of which matches the point's name. Then the process appends the point's name to the

@@ -10,7 +10,7 @@
   setting; a BABILong run; a hub model) measured by the fine-tuning runs' protocol,
   ``lm_metrics`` (``probe``; the Section 4.1 population).
 
-Each takes the resolved configuration and a ``Run`` from ``pipe.runs``, returns the run's
+Each takes the resolved configuration and a ``Run`` from ``runs_of(pipe)``, returns the run's
 folder, and reuses a finished one. ``ensure`` makes a run and whatever it needs, in order (the
 notebooks run alone use it; the pipeline makes each run a job of its own:
 ``python -m lsa <kind> --config-file ... --run NAME --expect-id ID``).
@@ -27,7 +27,7 @@ import torch
 from lsa.config import PipelineConfig
 from lsa.data.corpus import Corpus, book_texts, load_corpus_for, prepare_corpus
 from lsa.files import remove_partial_writes, save_metrics, write_json
-from lsa.runs import Run, mark_finished
+from lsa.runs import Run, mark_finished, runs_of
 from lsa.seeding import seed_everything
 
 
@@ -38,7 +38,7 @@ def pretrain(pipe: PipelineConfig, run: Run | None = None, progress: bool = True
     from lsa.models import base_tokenizer, build_base_model, count_parameters
     from lsa.train import Objective, train
 
-    run = run or pipe.runs.base
+    run = run or runs_of(pipe).base
     cfg = pipe.pretrain
     folder = run.folder
     if run.finished:
@@ -82,7 +82,7 @@ def _start(pipe: PipelineConfig, run: Run) -> tuple[Corpus, float]:
     _require_finished(pipe, run.needs)
     started = time.time()
     seed_everything(run.spec.seed)
-    return load_corpus_for(pipe.runs.base.folder, pipe.pretrain.data), started
+    return load_corpus_for(runs_of(pipe).base.folder, pipe.pretrain.data), started
 
 
 def lm_metrics(model, test, l_train: int, lengths: list[int], max_chunks: int,
@@ -253,7 +253,7 @@ def load_finetuned(pipe: PipelineConfig, run: Run):
     if torch.cuda.is_available() and not method.quantize_4bit:  # NF4 weights: placed on load
         model = model.to("cuda")
     model.eval()
-    base = pipe.runs.base
+    base = runs_of(pipe).base
     _require_finished(pipe, (base,))
     tokenizer = AutoTokenizer.from_pretrained(base.folder / "tokenizer")
     return model, tokenizer
@@ -319,12 +319,12 @@ def _probe_model(pipe: PipelineConfig, run: Run, tokenizer):
     from lsa.models import build_for_run, load_pretrained
 
     source, rope = run.identity["model"], run.identity["rope"]
-    if source == pipe.runs.base.id:
+    if source == runs_of(pipe).base.id:
         method = rope["method"] if rope else "none"
         window = pipe.pretrain.model.base_window
         model, _ = build_for_run(pipe, RunConfig(name=run.name, method=method),
                                  window * (rope["factor"] if rope else 1))
-    elif run.needs[0] is not pipe.runs.base:
+    elif run.needs[0] is not runs_of(pipe).base:
         model, _ = load_finetuned(pipe, run.needs[0])
     else:  # a hub id or folder
         model, theirs = load_pretrained(source, dtype=getattr(torch, pipe.pretrain.model.dtype))
@@ -349,7 +349,7 @@ def probe(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
     started = time.time()
     seed_everything(pipe.seed)
     fcfg = pipe.finetune
-    corpus = load_corpus_for(pipe.runs.base.folder, pipe.pretrain.data)
+    corpus = load_corpus_for(runs_of(pipe).base.folder, pipe.pretrain.data)
     model = _probe_model(pipe, run, corpus.tokenizer)
     measured = lm_metrics(model, corpus.streams["test"], fcfg.l_train,
                           [m * fcfg.l_train for m in fcfg.eval_multiples],

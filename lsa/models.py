@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from lsa import paths
+from lsa.runs import runs_of
 
 if TYPE_CHECKING:
     from lsa.config import PipelineConfig, RunConfig
@@ -131,7 +132,7 @@ def base_model_path(pipe: PipelineConfig) -> str:
     converted SmolLM2 cache, or the configured hub id / folder."""
     m = pipe.pretrain.model
     if m.source == "scratch":
-        return str(pipe.runs.base.folder / "model")
+        return str(runs_of(pipe).base.folder / "model")
     if m.source == "smollm2":
         return str(smollm2_folder())
     return str(m.name_or_path)

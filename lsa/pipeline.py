@@ -5,7 +5,8 @@ notebook receives, the Snakemake-only settings, and checks on what a pipeline ru
   (``lsa.config.from_mapping``) and writes it, resolved, to ``results/<profile>/config.yaml``
   (only when its content changes, so timestamps stay stable); every job
   (``--config-file``) and notebook (``config_file``) of the pipeline reads that file;
-- ``notebook_parameters``: what papermill passes to a section's notebook;
+- ``notebook_parameters``: what papermill passes to a section's notebook (its settings,
+  ``section_settings``, it reads from the resolved file);
 - ``workflow_settings``: ``workflow/settings.yaml``: threads, memory and GPUs of each job, and
   the lsa modules that are each job's inputs;
 - ``check_outputs``: ``python -m lsa check`` and the tests.
@@ -24,7 +25,7 @@ import yaml
 
 from lsa import paths
 from lsa.config import PROFILES, RESOLVED_KEY, PipelineConfig, load_config, read_yaml
-from lsa.runs import FINISHED, KINDS
+from lsa.runs import FINISHED, KINDS, runs_of
 from lsa.strict import ConfigError, StrictConfig, merge, setting
 
 VERDICTS = {"agrees", "disagrees", "inconclusive", "not run"}
@@ -77,14 +78,22 @@ def pipeline_config(profile: str | None = None, config_file: str | Path | None =
 
 
 def notebook_parameters(pipe: PipelineConfig, section: str) -> dict[str, Any]:
-    """The parameters papermill passes to a section's notebook in the pipeline: its settings,
-    the resolved file (``config_file``) and, for a notebook over runs, the ids of the runs it
-    reads (``run_ids``, its inputs: it fails when its configuration gives others)."""
-    params = pipe.section_config(section).to_dict()
-    params["config_file"] = relative(resolved_file(pipe.profile))
-    if "run_ids" in params:
-        params["run_ids"] = [r.id for r in pipe.runs.used_by(pipe.sections[section].uses_runs)]
+    """What papermill passes to a section's notebook in the pipeline (``lsa.notebook``): the
+    profile, the resolved file (``config_file``) and, for a notebook over runs, the ids of the
+    runs it reads (``run_ids``, its inputs: it fails when its configuration gives others). Its
+    settings it reads from that file."""
+    params: dict[str, Any] = {"profile": pipe.profile,
+                              "config_file": relative(resolved_file(pipe.profile))}
+    if pipe.sections[section].uses_runs:
+        params["run_ids"] = [r.id for r in runs_of(pipe).used_by(
+            pipe.sections[section].uses_runs)]
     return params
+
+
+def section_settings(pipe: PipelineConfig, section: str) -> dict[str, Any]:
+    """A section's settings, as its notebook records them (``run_info.json``) and as the
+    Snakefile tracks them (a changed setting reruns the notebook)."""
+    return pipe.section_config(section).to_dict()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,13 +110,6 @@ class Resources(StrictConfig):
 
 
 @dataclass
-class SectionJob(Resources):
-    """A section notebook's job: its resources and the lsa modules it reads."""
-
-    modules: list[str] = setting(factory=list, help="lsa modules the notebook reads (inputs)")
-
-
-@dataclass
 class WorkflowSettings(StrictConfig):
     """``workflow/settings.yaml``."""
 
@@ -116,7 +118,10 @@ class WorkflowSettings(StrictConfig):
     run_resources: dict[str, dict[str, dict[str, int]]] = setting(
         help="per kind of run: resources (Resources' keys) under `default`, overridden key by "
              "key per lsa profile")
-    sections: dict[str, SectionJob] = setting(help="per section notebook")
+    sections: dict[str, dict[str, int]] = setting(
+        help="per section notebook: resources (Resources' keys) under `default`, overridden "
+             "key by key per section (its module inputs are what it imports: "
+             "lsa.imports.notebook_inputs)")
 
     def validate(self) -> None:
         missing = sorted(set(KINDS) - set(self.run_modules))
@@ -132,6 +137,8 @@ class WorkflowSettings(StrictConfig):
                                   f"allowed: {', '.join(KINDS)}")
             for kind in KINDS:
                 self.resources(profile, kind)  # every layer is valid
+        for key in self.sections:
+            self.section(key)
         for kind, modules in self.run_modules.items():
             for module in modules:
                 if not (paths.ROOT / "lsa" / module).exists():
@@ -143,11 +150,10 @@ class WorkflowSettings(StrictConfig):
                      self.run_resources.get(profile, {}).get(kind) or {})
         return Resources.from_dict(data, prefix=f"run_resources.{profile}.{kind}")
 
-    def section(self, key: str) -> SectionJob:
-        if key not in self.sections:
-            raise ConfigError(f"sections.{key}: missing in {relative(WORKFLOW_SETTINGS)} "
-                              "(its modules and resources)")
-        return self.sections[key]
+    def section(self, key: str) -> Resources:
+        """The resources of a section's notebook job: ``default``, then the section's."""
+        return Resources.from_dict(merge(self.sections.get("default") or {},
+                                         self.sections.get(key) or {}), prefix=f"sections.{key}")
 
 
 def workflow_settings(path: Path | None = None) -> WorkflowSettings:
@@ -178,7 +184,7 @@ def unmark_broken_runs(runs) -> list[tuple[Any, list[str]]]:
 def check_runs(pipe: PipelineConfig) -> list[str]:
     """Problems in the folders of every run of the configuration."""
     problems: list[str] = []
-    for run in pipe.runs:
+    for run in runs_of(pipe):
         label = "base" if run.kind == "base" else \
             f"{run.kind}_{run.name}" if run.kind in ("babilong-eval", "probe") else run.name
         if run.finished:
@@ -235,7 +241,7 @@ def check_sections(pipe: PipelineConfig) -> list[str]:
         except (OSError, ValueError) as exc:
             problems.append(f"{key}: metrics.json or run_info.json missing or unreadable ({exc})")
             continue
-        if info.get("config") != notebook_parameters(pipe, key):
+        if info.get("config") != section_settings(pipe, key):
             problems.append(f"{key}: run_info.json config differs from the {profile} profile")
         missing = RUN_INFO_KEYS - set(info)
         if missing:

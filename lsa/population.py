@@ -29,9 +29,11 @@ import numpy as np
 import pandas as pd
 
 from lsa import stats
-from lsa.analysis import measured_row, setting_label, wilson_interval
+from lsa.analysis import measured_row, setting_label
 from lsa.config import PipelineConfig
 from lsa.report import Claim, fmt, paper
+from lsa.runs import runs_of
+from lsa.stats import sign_verdict, wilson_interval
 
 PREDICTORS = {"misalignment": "L_misalign (SCE, paper)", "train_loss": "CE at l_train",
               "jeffreys": "Jeffreys (alignment part)", "entropy": "H(p) + H(q) (sharpness part)",
@@ -42,7 +44,7 @@ def population_table(pipe: PipelineConfig) -> pd.DataFrame:
     """One row per finished model of the population: ``model``, ``group`` (fine-tuning,
     ablation, probe), ``kind``, method, alpha, seed, setting, ``held_out`` (a fine-tuning run of
     ``population.held_out_seeds``), the predictors and the scores (module docstring)."""
-    runs, ft = pipe.runs, pipe.finetune
+    runs, ft = runs_of(pipe), pipe.finetune
     grid = set(runs.grid)
     babilong_acc = _babilong_accuracy(pipe)
     rows: list[dict[str, Any]] = []
@@ -87,8 +89,8 @@ def _babilong_accuracy(pipe: PipelineConfig) -> dict[tuple[str, str], float]:
     """Mean BABILong accuracy (all tasks and lengths) of each finished BABILong run (train
     design) or evaluation (evaluate design, keyed by the evaluated run)."""
     out = {}
-    for kind, runs in (("babilong", pipe.runs.babilong),
-                       ("babilong-eval", pipe.runs.babilong_eval)):
+    for kind, runs in (("babilong", runs_of(pipe).babilong),
+                       ("babilong-eval", runs_of(pipe).babilong_eval)):
         for name, run in runs.items():
             if run.finished:
                 rows = run.metrics().get("accuracy", [])
@@ -160,7 +162,8 @@ def top1_by_l_extra(pipe: PipelineConfig, models: list[str], bins: int = 4) -> p
     ``l`` to ``l - l_extra`` (with its Wilson interval), and the mean probability mass that
     moves (total variation)."""
     rows = []
-    by_name = {**pipe.runs.finetune, **{f"probe:{k}": v for k, v in pipe.runs.probes.items()}}
+    runs = runs_of(pipe)
+    by_name = {**runs.finetune, **{f"probe:{k}": v for k, v in runs.probes.items()}}
     for model in models:
         run = by_name.get(model) or by_name.get(f"probe:{model}")
         if run is None or not run.finished:
@@ -184,12 +187,6 @@ def top1_by_l_extra(pipe: PipelineConfig, models: list[str], bins: int = 4) -> p
 
 # ---------------------------------------------------------------------------------------------
 # claims
-
-
-def _sign_verdict(low: float, high: float, paper_sign: int) -> str:
-    if not (math.isfinite(low) and math.isfinite(high)) or low <= 0 <= high:
-        return "inconclusive"
-    return "agrees" if (low > 0) == (paper_sign > 0) else "disagrees"
 
 
 def _comparison(comp: pd.DataFrame, score: str, better: str, worse: str) -> pd.Series | None:
@@ -223,17 +220,17 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
         out.append(Claim("T1.1", "Sec. 4.1", "The misalignment correlates negatively with the "
                          "long-context score", f"r = {mis.value} (7 models, LongBench-E)",
                          mis.grade, _corr_text(row),
-                         _sign_verdict(row["low"], row["high"], -1),  # type: ignore[arg-type]
+                         sign_verdict(row["low"], row["high"], -1),  # type: ignore[arg-type]
                          f"score: {label}; 95 % bootstrap interval over models"))
     if "train_loss" in pear.index:
         row = pear.loc["train_loss"].to_dict()
         out.append(Claim("T1.2", "Sec. 4.1", "The training loss correlates with the score",
                          f"r = {ce.value}", ce.grade, _corr_text(row),
-                         _sign_verdict(row["low"], row["high"], -1),  # type: ignore[arg-type]
+                         sign_verdict(row["low"], row["high"], -1),  # type: ignore[arg-type]
                          "training loss = CE at the training window on the test books"))
     c = _comparison(comp, score, "misalignment", "train_loss")
     if c is not None:
-        verdict = _sign_verdict(c["low"], c["high"], +1)
+        verdict = sign_verdict(c["low"], c["high"], +1)
         out.append(Claim("T1.3", "Sec. 4.1", "The misalignment predicts the score better than "
                          "the training loss", f"|r| {abs(mis.value)} vs {abs(ce.value)}",
                          mis.grade, f"|r(L_misalign)| - |r(CE)| = {c['difference']:+.2f} "
@@ -241,7 +238,7 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
                          verdict, "bootstrap interval of the difference, resampling models"))
     c = _comparison(comp, score, "jeffreys", "entropy")
     if c is not None:
-        verdict = _sign_verdict(c["low"], c["high"], +1)
+        verdict = sign_verdict(c["low"], c["high"], +1)
         parts = "; ".join(f"{p}: r = {pear.loc[p, 'r']:+.2f}" for p in ("jeffreys", "entropy")
                           if p in pear.index)
         out.append(Claim("T1.4", "Sec. 4.1 (audit 1)", "The alignment part (Jeffreys), not the "
@@ -258,14 +255,14 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
                          "beyond the training loss", "implied", "?",
                          f"partial r given CE = {p['r']:+.2f} [{p['low']:+.2f}, {p['high']:+.2f}]"
                          f", n = {p['n']}",
-                         _sign_verdict(p["low"], p["high"], -1),  # type: ignore[arg-type]
+                         sign_verdict(p["low"], p["high"], -1),  # type: ignore[arg-type]
                          "residuals of both on the training loss"))
     if ranking is not None:
         out.append(Claim("T1.6", "Sec. 4.1 (audit 2)", "SCE ranks the models as the theory's L2 "
                          "distance does", "assumed (theory in L2, experiments in SCE)", "?",
                          f"Spearman(L2, SCE) = {ranking['r']:+.2f} [{ranking['low']:+.2f}, "
                          f"{ranking['high']:+.2f}], n = {ranking['n']}",
-                         _sign_verdict(ranking["low"], ranking["high"], +1),  # type: ignore
+                         sign_verdict(ranking["low"], ranking["high"], +1),  # type: ignore
                          "agrees when the interval excludes 0 on the positive side"))
     if not held_out.empty:
         sel = held_out[(held_out["method"] == "pearson") & (held_out["score"] == score)
@@ -275,7 +272,7 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
             out.append(Claim("T1.7", "Sec. 4.1 (audit 4)", "The correlation holds on held-out "
                              "models (not used to choose any setting)", "not tested", "?",
                              _corr_text(row),
-                             _sign_verdict(row["low"], row["high"], -1),  # type: ignore
+                             sign_verdict(row["low"], row["high"], -1),  # type: ignore
                              "held-out: the fine-tuning runs of the held-out seeds"))
     return [c.to_dict() for c in out]
 

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from lsa.files import read_json
+
 Grade = Literal["A", "B", "?"]
 Verdict = Literal["agrees", "disagrees", "inconclusive", "not run"]
 
@@ -123,18 +125,6 @@ def fmt(value: float, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
-def majority_verdict(wins: int, total: int, mean_better: bool) -> Verdict:
-    """'agrees' when the mean and a strict majority of seeds go the paper's way, 'disagrees' when
-    neither does, 'inconclusive' otherwise."""
-    if total == 0:
-        return "not run"
-    if mean_better and wins * 2 > total:
-        return "agrees"
-    if not mean_better and wins * 2 < total:
-        return "disagrees"
-    return "inconclusive"
-
-
 def claims_table(claims: list[dict[str, Any]]):
     import pandas as pd
 
@@ -144,7 +134,6 @@ def claims_table(claims: list[dict[str, Any]]):
 
 def collect_claims(metrics_files: list[Path]) -> list[dict[str, Any]]:
     """All claims stored in the given sections' metrics files, in order."""
-    from lsa.files import read_json
 
     out: list[dict[str, Any]] = []
     for path in metrics_files:

@@ -9,7 +9,7 @@ Section 4.1 population). Its
 *identity* is everything that determines its numbers; its *id*, the folder's name, is its name
 and a digest of that identity, so a changed configuration is a new run and a finished one is
 reused. ``RunSet`` builds every run of one resolved configuration once
-(``PipelineConfig.runs``); the Snakefile, the command line, the notebooks, ``lsa.analysis`` and
+(``runs_of(pipe)``); the Snakefile, the command line, the notebooks, ``lsa.analysis`` and
 ``lsa.pipeline`` (``python -m lsa check``) all read runs through it; the jobs that fill them
 are ``lsa.jobs``.
 
@@ -35,13 +35,17 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 from lsa import paths
+from lsa.config import (
+    AblationConfig,
+    BabilongConfig,
+    FinetuneConfig,
+    PipelineConfig,
+    RunConfig,
+)
 from lsa.strict import ConfigError
-
-if TYPE_CHECKING:
-    from lsa.config import PipelineConfig, RunConfig
 
 RunKind = Literal["base", "finetune", "babilong", "babilong-eval", "probe"]
 KINDS: tuple[str, ...] = get_args(RunKind)
@@ -292,6 +296,108 @@ def probe_name(model: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# the run plan: which runs each part of a configuration asks for, and their names
+
+
+def grid_run_name(method: str, alpha: float, seed: int) -> str:
+    return f"{method}_a{alpha:g}_s{seed}"
+
+
+def make_run(method: str, alpha: float, seed: int, *, divergence: str = "sce", ce_on: str = "a",
+             l_extra_setting: int = 1, steps: int | None = None) -> RunConfig:
+    """A fine-tuning run named by its settings: ``METHOD_aALPHA_sSEED`` (the grid's name), then
+    ``_jeffreys`` / ``_entropy`` (divergence of a regularized run), ``_ceboth``,
+    ``_lxN`` (l_extra setting N) and ``_stepsN`` where they differ from the defaults. Equal
+    settings give equal names, so the sections share their runs."""
+    if alpha == 0:
+        divergence = "sce"  # no divergence is trained: every CE-only run is the same run
+    name = grid_run_name(method, alpha, seed)
+    name += f"_{divergence}" if divergence != "sce" else ""
+    name += f"_ce{ce_on}" if ce_on != "a" else ""
+    name += f"_lx{l_extra_setting}" if l_extra_setting != 1 else ""
+    name += f"_steps{steps}" if steps is not None else ""
+    return RunConfig(name=name, method=method, alpha=alpha, seed=seed,  # type: ignore[arg-type]
+                     divergence=divergence, ce_on=ce_on,  # type: ignore[arg-type]
+                     l_extra_setting=l_extra_setting, steps=steps)
+
+
+def finetune_specs(ft: FinetuneConfig) -> list[RunConfig]:
+    """Sections 5.1-5.2: every method x alpha x seed of the grid, then the explicit ``runs``."""
+    grid = [make_run(m, a, s) for s in ft.seeds for m in ft.methods for a in ft.alphas]
+    return grid + list(ft.runs)
+
+
+def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
+    """Section 5.3: the runs of the configured items, each once, in item order."""
+    m, specs = ab.method, []
+    for seed in ab.seeds:
+        if "divergence" in ab.items:
+            specs.append(make_run(m, 0.0, seed))
+            for div, alphas in (("sce", ab.sce_alphas), ("jeffreys", ab.jeffreys_alphas),
+                                ("entropy", ab.entropy_alphas)):
+                specs += [make_run(m, a, seed, divergence=div) for a in alphas]
+        if "alpha_sweep" in ab.items:
+            specs += [make_run(method, a, seed) for method in ab.sweep_methods
+                      for a in ab.sweep_alphas]
+        if "l_extra" in ab.items:
+            specs += [make_run(m, a, seed, l_extra_setting=x) for a in ab.l_extra_alphas
+                      for x in ab.l_extra_settings]
+        if "exposure" in ab.items:
+            specs += [make_run(m, 0.0, seed), make_run(m, 0.0, seed, ce_on="both"),
+                      make_run(m, ab.alpha, seed)]
+        if "compute" in ab.items:
+            specs += [make_run(m, 0.0, seed), make_run(m, ab.alpha, seed)]
+            specs += [make_run(m, 0.0, seed, steps=n) for n in ab.compute_steps]
+        if "parts" in ab.items:
+            specs += [make_run(method, a, seed) for method in ("none", m)
+                      for a in (0.0, ab.alpha)]
+    unique: dict[str, RunConfig] = {}
+    for spec in specs:
+        unique.setdefault(spec.name, spec)
+    return list(unique.values())
+
+
+def babilong_specs(bl: BabilongConfig) -> list[RunConfig]:
+    """Section 5.4, train design: the BABILong training runs; none in the evaluate design,
+    whose jobs evaluate finetune runs."""
+    if bl.design == "evaluate":
+        return []
+    return [RunConfig(name=f"babilong_{grid_run_name(bl.method, a, s)}", method=bl.method,
+                      alpha=a, seed=s, ce_on="b") for s in bl.seeds for a in bl.alphas]
+
+
+def check_plan(pipe: PipelineConfig) -> None:
+    """What the parts' settings cannot check alone: run names are unique across the grid and
+    the explicit runs, a run the grid and the ablations both name has the same settings in
+    both, and the evaluate design names existing fine-tuning runs (ConfigError otherwise)."""
+    specs = finetune_specs(pipe.finetune)
+    names = [r.name for r in specs]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ConfigError(f"finetune.runs: run names must be unique; {twice[0]!r} is also a "
+                          "grid run (grid runs are named METHOD_aALPHA_sSEED)")
+    grid = {r.name: r.to_dict() for r in specs}
+    for spec in ablation_specs(pipe.ablation):
+        if spec.name in grid and grid[spec.name] != spec.to_dict():
+            raise ConfigError(f"finetune.runs: run {spec.name!r} has other settings than "
+                              f"the ablation run of that name; rename it")
+    for name in pipe.babilong.finetune_runs or []:
+        if name not in grid:
+            raise ConfigError(f"babilong.finetune_runs = {pipe.babilong.finetune_runs!r}: "
+                              f"no fine-tuning run named {name!r}; finetune's runs: "
+                              f"{', '.join(grid)}")
+
+
+def runs_of(pipe: PipelineConfig) -> RunSet:
+    """Every run of a resolved configuration (a ``RunSet``), planned and checked once per
+    configuration object."""
+    cached = pipe.__dict__.get("_runs")
+    if cached is None:
+        cached = pipe.__dict__["_runs"] = RunSet(pipe)
+    return cached
+
+
+# ---------------------------------------------------------------------------------------------
 # every run of a configuration
 
 
@@ -302,21 +408,22 @@ class RunSet:
     evaluated finetune run's name) and ``probes``."""
 
     def __init__(self, pipe: PipelineConfig):
+        check_plan(pipe)
         self.profile = pipe.profile
         self.design = pipe.babilong.design
         base = Run("base", "base", pipe.profile, base_identity(pipe))
         self.base = base
-        grid, ablation = pipe.finetune.run_specs(), pipe.ablation.run_specs()
+        grid, ablation = finetune_specs(pipe.finetune), ablation_specs(pipe.ablation)
         self.grid = [s.name for s in grid]
         self.ablation = [s.name for s in ablation]
         specs = {s.name: s for s in ablation}
-        specs.update({s.name: s for s in grid})  # equal settings (PipelineConfig.validate)
+        specs.update({s.name: s for s in grid})  # equal settings (check_plan)
         self.finetune = {name: Run("finetune", name, pipe.profile,
                                    finetune_identity(pipe, base, s), s, (base,))
                          for name, s in specs.items()}
         self.babilong = {s.name: Run("babilong", s.name, pipe.profile,
                                      babilong_identity(pipe, base, s), s, (base,))
-                         for s in pipe.babilong.run_specs()}
+                         for s in babilong_specs(pipe.babilong)}
         evaluated = ([] if self.design != "evaluate"
                      else pipe.babilong.finetune_runs or self.grid)
         self.babilong_eval = {}

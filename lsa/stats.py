@@ -1,4 +1,6 @@
-"""Statistics for verdicts: paired seed differences and the correlations of Table 1.
+"""Statistics for verdicts: paired seed differences, accuracies, the correlations of Table 1,
+and every verdict rule of the project (``sign_verdict`` and its variants: one sign convention,
+``paper_sign``, the sign of the difference or correlation the paper reports).
 
 Everything here is a thin layer over ``scipy.stats`` (``ttest_1samp``-style t intervals,
 ``pearsonr``, ``spearmanr``, ``bootstrap``, ``permutation_test``); nothing is re-implemented
@@ -71,17 +73,86 @@ def paired_interval(changed, baseline, confidence: float = 0.95) -> PairedInterv
     return PairedInterval(mean, mean - half, mean + half, n, confidence)
 
 
-def interval_verdict(interval: PairedInterval, paper_sign: int) -> str:
-    """``agrees`` / ``disagrees`` when the interval excludes 0 on the paper's side (``paper_sign``
-    -1: the paper reports a decrease, +1: an increase) or on the other; else ``inconclusive``;
-    ``not run`` without data."""
+# ---------------------------------------------------------------------------------------------
+# verdicts: one rule, one sign convention
+#
+# Every verdict compares an interval of a difference (changed - baseline, or a correlation)
+# with the paper's direction, ``paper_sign``: +1 when the paper reports a positive value (an
+# increase, a positive correlation), -1 a negative one. A verdict is given only when the
+# interval excludes 0.
+
+
+def sign_verdict(low: float, high: float, paper_sign: int, n: int | None = None) -> str:
+    """``agrees`` / ``disagrees`` when ``[low, high]`` excludes 0 on the paper's side or on the
+    other; ``inconclusive`` when it holds 0, is undefined, or rests on fewer than two paired
+    values (``n``, when given); ``not run`` when ``n`` is 0."""
     if paper_sign not in (-1, 1):
         raise ValueError(f"paper_sign = {paper_sign}: must be -1 or +1")
-    if interval.n == 0 or math.isnan(interval.mean):
+    if n == 0:
         return "not run"
-    if not interval.excludes_zero():
+    if (n is not None and n < 2) or not (math.isfinite(low) and math.isfinite(high)) \
+            or low <= 0 <= high:
         return "inconclusive"
-    return "agrees" if np.sign(interval.mean) == paper_sign else "disagrees"
+    return "agrees" if (low > 0) == (paper_sign > 0) else "disagrees"
+
+
+def interval_verdict(interval: PairedInterval, paper_sign: int) -> str:
+    """``sign_verdict`` of a paired seed interval (``not run`` without data)."""
+    if math.isnan(interval.mean):
+        return sign_verdict(interval.low, interval.high, paper_sign, n=0)
+    return sign_verdict(interval.low, interval.high, paper_sign, n=interval.n)
+
+
+def majority_verdict(wins: int, total: int, mean_better: bool) -> str:
+    """Section 3, by seed (no interval): 'agrees' when the mean and a strict majority of seeds
+    go the paper's way, 'disagrees' when neither does, 'inconclusive' otherwise."""
+    if total == 0:
+        return "not run"
+    if mean_better and wins * 2 > total:
+        return "agrees"
+    if not mean_better and wins * 2 < total:
+        return "disagrees"
+    return "inconclusive"
+
+
+def equivalence_verdict(low: float, high: float, margin: float) -> str:
+    """For a paper claim of "comparable": ``agrees`` when the interval lies within +-margin,
+    ``disagrees`` when it lies wholly beyond it, ``inconclusive`` otherwise."""
+    if -margin <= low and high <= margin:
+        return "agrees"
+    if low > margin or high < -margin:
+        return "disagrees"
+    return "inconclusive"
+
+
+# ---------------------------------------------------------------------------------------------
+# accuracies (BABILong): one proportion, and the paired difference of two
+
+
+def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``k / n`` (scipy's binomtest)."""
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return math.nan, math.nan
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def paired_proportion_interval(wins: int, losses: int, n: int, level: float = 0.95
+                               ) -> tuple[float, float]:
+    """Interval of a paired difference of proportions from ``n`` pairs, ``wins`` where only the
+    second is correct and ``losses`` where only the first is: the normal interval on the
+    per-pair differences after adding 1/2 to each cell of the 2x2 table (Agresti & Min 2005),
+    so that it keeps a width when no pair disagrees."""
+    from scipy.stats import norm
+
+    if n == 0:
+        return math.nan, math.nan
+    b, c, m = wins + 0.5, losses + 0.5, n + 2
+    centre = (b - c) / m
+    half = float(norm.ppf(0.5 + level / 2)) * math.sqrt(b + c - (b - c) ** 2 / m) / m
+    return centre - half, centre + half
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,6 +32,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from lsa.config import SyntheticConfig
+from lsa.report import Claim, fmt, paper
+from lsa.stats import majority_verdict
 
 BOS = 2
 VOCAB = 3
@@ -356,7 +358,6 @@ GENERALIZES_REL_RMSE = 0.05
 
 def claims(per_length: pd.DataFrame, cfg: SyntheticConfig) -> list[dict]:
     """Section 3 claims with verdicts computed from ``per_length`` (see ``relative_rmse``)."""
-    from lsa.report import Claim, fmt, majority_verdict, paper
 
     out: list[Claim] = []
     rel = relative_rmse(per_length, cfg)

@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from lsa import ablation
-from lsa.config import AblationConfig, ConfigError, load_config, make_run
-from lsa.runs import runs_root
+from lsa.config import AblationConfig, ConfigError, load_config
+from lsa.runs import ablation_specs, make_run, runs_of, runs_root
+from lsa.stats import sign_verdict
 
 
 def test_run_names_follow_the_settings():
@@ -22,7 +23,7 @@ def test_run_names_follow_the_settings():
 
 def test_mini_runs_item_1_core_and_item_4_sharing_the_grid():
     pipe = load_config(profile="mini")
-    runs = pipe.runs
+    runs = runs_of(pipe)
     names = set(runs.ablation)
     assert {f"pi_a0_s{s}" for s in (0, 1, 2)} <= names
     for s in (0, 1, 2):
@@ -34,7 +35,7 @@ def test_mini_runs_item_1_core_and_item_4_sharing_the_grid():
 
 
 def test_mini_full_shares_minis_run_folders():
-    mini, full = load_config(profile="mini").runs, load_config(profile="mini-full").runs
+    mini, full = runs_of(load_config(profile="mini")), runs_of(load_config(profile="mini-full"))
     assert runs_root("mini-full") == runs_root("mini")
     for name, run in mini.finetune.items():
         assert full.finetune[name].id == run.id
@@ -58,7 +59,7 @@ def test_bad_ablation_settings_fail_with_the_key(data, words):
 def test_item_runs_are_unique_and_in_order():
     cfg = AblationConfig(items=["divergence", "exposure", "compute", "parts"], seeds=[0],
                          compute_steps=[75])
-    names = [s.name for s in cfg.run_specs()]
+    names = [s.name for s in ablation_specs(cfg)]
     assert len(names) == len(set(names))
     assert names[:4] == ["pi_a0_s0", "pi_a0.1_s0", "pi_a0.1_s0_jeffreys", "pi_a0.1_s0_entropy"]
     assert {"pi_a0_s0_ceboth", "pi_a0_s0_steps75", "none_a0_s0", "none_a0.1_s0"} <= set(names)
@@ -79,11 +80,11 @@ def test_paired_effects_by_hand():
     assert row.delta == pytest.approx(-4 / 3)
     half = 4.302653 * np.std([-1, -2, -1], ddof=1) / math.sqrt(3)
     assert (row.low, row.high) == pytest.approx((-4 / 3 - half, -4 / 3 + half), rel=1e-5)
-    assert ablation.verdict(row.low, row.high, row.seeds, -1) == "inconclusive"  # [-2.77, 0.10]
-    assert ablation.verdict(-2.0, -0.5, 3, -1) == "agrees"
-    assert ablation.verdict(0.5, 2.0, 3, -1) == "disagrees"
-    assert ablation.verdict(-2.0, -0.5, 1, -1) == "inconclusive"  # one seed: no verdict
-    assert ablation.verdict(math.nan, math.nan, 0, -1) == "not run"
+    assert sign_verdict(row.low, row.high, -1, row.seeds) == "inconclusive"  # [-2.77, 0.10]
+    assert sign_verdict(-2.0, -0.5, -1, 3) == "agrees"
+    assert sign_verdict(0.5, 2.0, -1, 3) == "disagrees"
+    assert sign_verdict(-2.0, -0.5, -1, 1) == "inconclusive"  # one seed: no verdict
+    assert sign_verdict(math.nan, math.nan, -1, 0) == "not run"
 
 
 def test_closing_text_says_what_the_intervals_say():
@@ -100,12 +101,26 @@ def test_closing_text_says_what_the_intervals_say():
     assert "not run" in ablation.closing_text(None, "ppl_4x")
 
 
-def test_equal_compute_accountings():
-    bench = {"time_s": {"ce_a": 1.0, "ce_a+sce": 1.9}}
-    acc = ablation.equal_compute_steps(60, bench, 256)
-    assert acc["equal sequences"] == 60 and acc["equal forward tokens"] == 120
-    assert acc["equal distinct tokens"] == pytest.approx(60 * (256 + 64.5) / 256)
-    assert acc["equal wall time (measured)"] == pytest.approx(114)
+def test_equal_compute_is_counted_not_timed():
+    """Two windows of l_train tokens, forward and backward: twice a CE step on window A; the
+    distinct tokens of setting 1 (l_extra ~ U[1, l/2], mean 64.5 at l = 256)."""
+    acc = ablation.equal_compute_steps(60, 256)
+    assert acc == {"equal sequences": 60.0,
+                   "equal distinct tokens": pytest.approx(60 * (256 + 64.5) / 256),
+                   "equal forward and backward tokens": 120.0}
+
+
+def test_the_compute_claim_takes_the_run_nearest_to_equal_counted_work():
+    from lsa.config import AblationConfig
+
+    cfg = AblationConfig(items=["compute"], seeds=[0, 1], compute_steps=[75, 120])
+    eff = pd.DataFrame([{"method": "pi", "setting": "SCE 0.1", "baseline": "pi CE, 120 steps",
+                         "column": "ppl_4x", "delta": 11.0, "low": 7.0, "high": 15.0,
+                         "seeds": 2, "baseline_mean": 180.0, "changed_mean": 191.0,
+                         "noise": 1.0}])
+    (claim,) = ablation.compute_claims(eff, cfg, "ppl_4x", 60, 120.0)
+    assert claim.verdict == "disagrees" and "PPL 180 -> 191" in claim.ours
+    assert "CE-only 120 steps, the run nearest to equal counted work" in str(claim)
 
 
 def test_an_item_not_run_says_so():

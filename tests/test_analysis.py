@@ -6,6 +6,8 @@ import pandas as pd
 import pytest
 
 from lsa import analysis
+from lsa.runs import runs_of
+from lsa.stats import sign_verdict
 
 
 def runs(values):
@@ -29,9 +31,9 @@ def test_paired_effect_by_hand():
     (-9.0, -1.0, 2, "agrees"), (-3.0, 2.0, 2, "inconclusive"), (1.0, 5.0, 3, "disagrees"),
     (float("nan"), float("nan"), 1, "inconclusive"), (float("nan"), float("nan"), 0, "not run"),
 ])
-def test_direction_verdict(low, high, seeds, verdict):
+def test_sign_verdict_with_seeds(low, high, seeds, verdict):
     """A verdict only when the interval of the paired difference excludes 0."""
-    assert analysis.direction_verdict(low, high, seeds) == verdict
+    assert sign_verdict(low, high, -1, seeds) == verdict
 
 
 def test_extension_claims_set_the_paper_beside_ours():
@@ -161,7 +163,7 @@ def write_evaluation(pipe, name, method, alpha, seed, l_train, finished=True):
               "correct": bool(c)}
              for d in DEPTHS for i, c in enumerate(MODELS["clex"][2] if alpha and d
                                                    else MODELS["clex"][1])]
-    folder = pipe.runs.babilong_eval[name].folder
+    folder = runs_of(pipe).babilong_eval[name].folder
     write_json(folder / "metrics.json", {
         "run": name, "design": "evaluate", "finetune_run": f"{name}-digest",
         "method": method, "alpha": alpha, "seed": seed, "l_train": l_train,

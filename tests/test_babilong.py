@@ -400,7 +400,7 @@ def answers(correct_by_run, multiple=1, task="qa1", depth=None):
 
 
 def test_wilson_interval_by_hand():
-    from lsa.analysis import wilson_interval
+    from lsa.stats import wilson_interval
 
     k, n, z = 8, 10, 1.959963984540054
     p = k / n
@@ -411,7 +411,8 @@ def test_wilson_interval_by_hand():
 
 
 def test_accuracy_table_pools_seeds_with_a_wilson_interval():
-    from lsa.analysis import accuracy_table, wilson_interval
+    from lsa.analysis import accuracy_table
+    from lsa.stats import wilson_interval
 
     rows = answers({(0.0, 0): [1, 1, 0, 0, 1], (0.0, 1): [1, 0, 0, 0, 1]})
     (row,) = accuracy_table(rows, ["multiple"]).to_dict(orient="records")
@@ -425,7 +426,8 @@ def test_accuracy_table_pools_seeds_with_a_wilson_interval():
 def test_paired_interval_by_hand():
     """Differences are paired per (seed, task, length, depth, index), pooled over seeds; the
     interval is Agresti-Min's: 1/2 added to each cell of the paired 2x2 table."""
-    from lsa.analysis import paired_accuracy, paired_interval
+    from lsa.analysis import paired_accuracy
+    from lsa.stats import paired_proportion_interval as paired_interval
 
     rows = answers({(0.0, 0): [1, 0, 1, 0, 0], (0.1, 0): [1, 1, 1, 0, 1],
                     (0.0, 1): [0, 0, 1, 1, 0], (0.1, 1): [0, 1, 1, 1, 0]})
@@ -449,12 +451,12 @@ def test_paired_interval_by_hand():
     (1.0, 9.0, "agrees"), (-9.0, -1.0, "disagrees"), (-1.0, 9.0, "inconclusive"),
     (float("nan"), float("nan"), "inconclusive"),
 ])
-def test_interval_verdict(low, high, verdict):
-    from lsa.analysis import interval_verdict
+def test_sign_verdict_both_directions(low, high, verdict):
+    from lsa.stats import sign_verdict
 
-    assert interval_verdict(low, high) == verdict
+    assert sign_verdict(low, high, +1) == verdict
     flipped = {"agrees": "disagrees", "disagrees": "agrees"}.get(verdict, verdict)
-    assert interval_verdict(low, high, higher_is_paper=False) == flipped
+    assert sign_verdict(low, high, -1) == flipped
 
 
 def test_babilong_verdicts_only_outside_the_interval():

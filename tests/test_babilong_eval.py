@@ -16,6 +16,7 @@ from lsa.config import PROFILES, ConfigError, from_mapping, load_config
 from lsa.data.babilong import BabilongSample
 from lsa.data.books import DataMissingError
 from lsa.evaluate import babilong_prompts as bp
+from lsa.runs import runs_of
 
 from conftest import ROOT, run, tool
 
@@ -147,15 +148,15 @@ def test_designs_per_profile(profile):
     pipe = load_config(profile=profile)
     bl = pipe.babilong
     if profile in ("smoke", "mini", "mini-full"):
-        assert bl.design == "train" and pipe.runs.babilong and not pipe.runs.babilong_eval
+        assert bl.design == "train" and runs_of(pipe).babilong and not runs_of(pipe).babilong_eval
         with pytest.raises(ConfigError, match="design"):
-            pipe.runs.get("babilong-eval", "pi_a0_s0")
+            runs_of(pipe).get("babilong-eval", "pi_a0_s0")
     else:  # the paper's experiment: CE and CE + SCE fine-tuning runs, no BABILong training
-        assert bl.design == "evaluate" and not pipe.runs.babilong
-        runs = list(pipe.runs.babilong_eval.values())
+        assert bl.design == "evaluate" and not runs_of(pipe).babilong
+        runs = list(runs_of(pipe).babilong_eval.values())
         assert {r.spec.alpha for r in runs} == {0.0, 0.1}
-        assert {r.name for r in runs} <= set(pipe.runs.finetune)
-        assert all(r.needs == (pipe.runs.finetune[r.name],) for r in runs)
+        assert {r.name for r in runs} <= set(runs_of(pipe).finetune)
+        assert all(r.needs == (runs_of(pipe).finetune[r.name],) for r in runs)
         ids = {r.id for r in runs}
         assert len(ids) == len(runs) and all(i.startswith("babilong-eval_") for i in ids)
     if profile == "paper":  # Tables 6-7: 4K/8K/16K; QA1 at depths 0-75 % of 16K
@@ -181,27 +182,29 @@ def mapping(babilong=None, finetune=None):
     ({"eval_max_new_tokens": 0}, ["eval_max_new_tokens", ">= 1"]),
 ])
 def test_invalid_evaluate_settings_fail_clearly(babilong, words):
+    """Settings fail as they load; a run name that does not exist, as the runs are planned
+    (``runs_of``, which every job, notebook and the Snakefile calls before any compute)."""
     with pytest.raises(ConfigError) as err:
-        from_mapping(mapping(babilong))
+        runs_of(from_mapping(mapping(babilong)))
     for word in words:
         assert word in str(err.value)
 
 
 def test_evaluate_design_identity_follows_its_settings():
     def eval_id(pipe, name):
-        return pipe.runs.get("babilong-eval", name).id
+        return runs_of(pipe).get("babilong-eval", name).id
 
     pipe = from_mapping(mapping())
-    assert list(pipe.runs.babilong_eval) == ["pi_a0_s0", "pi_a0.1_s0"]
+    assert list(runs_of(pipe).babilong_eval) == ["pi_a0_s0", "pi_a0.1_s0"]
     one = from_mapping(mapping({"finetune_runs": ["pi_a0.1_s0"]}))
-    assert list(one.runs.babilong_eval) == ["pi_a0.1_s0"]
+    assert list(runs_of(one).babilong_eval) == ["pi_a0.1_s0"]
     assert eval_id(one, "pi_a0.1_s0") == eval_id(pipe, "pi_a0.1_s0")
     other = from_mapping(mapping({"eval_lengths": [128]}))
     assert eval_id(other, "pi_a0_s0") != eval_id(pipe, "pi_a0_s0")
     retrained = from_mapping(mapping(finetune={"l_train": 256}))
     assert eval_id(retrained, "pi_a0_s0") != eval_id(pipe, "pi_a0_s0")
     with pytest.raises(ConfigError, match="no run named 'yarn_a0_s0'"):
-        pipe.runs.get("babilong-eval", "yarn_a0_s0")
+        runs_of(pipe).get("babilong-eval", "yarn_a0_s0")
 
 
 def test_cli_refuses_evaluation_in_the_train_design(capsys):
@@ -220,8 +223,8 @@ def test_dry_run_lists_the_jobs_of_the_profile_design(profile, out_root):
     out = run([tool("snakemake"), "-n", "--forceall", "--config", f"profile={profile}"])
     assert out.returncode == 0, out.stderr + out.stdout
     pipe = load_config(profile=profile)
-    evals = {f"babilong_eval_{name.replace('.', '_')}" for name in pipe.runs.babilong_eval}
-    trains = {f"babilong_{name.replace('.', '_')}" for name in pipe.runs.babilong}
+    evals = {f"babilong_eval_{name.replace('.', '_')}" for name in runs_of(pipe).babilong_eval}
+    trains = {f"babilong_{name.replace('.', '_')}" for name in runs_of(pipe).babilong}
     jobs = {line[len("rule "):].rstrip(":") for line in out.stdout.splitlines()
             if line.startswith("rule ")}
     listed = {j for j in jobs if j.startswith("babilong")}
@@ -229,7 +232,7 @@ def test_dry_run_lists_the_jobs_of_the_profile_design(profile, out_root):
         assert trains and listed == trains
     else:
         assert evals and listed == evals  # and no BABILong training job
-        for r in pipe.runs.babilong_eval.values():  # each waits for its fine-tuning run
+        for r in runs_of(pipe).babilong_eval.values():  # each waits for its fine-tuning run
             assert f"runs/{r.needs[0].id}/train_summary.json" in out.stdout
             assert f"runs/{r.id}/train_summary.json" in out.stdout
     # outputs went to the temporary root (Snakemake prints them relative to the repository)
@@ -270,7 +273,7 @@ def tiny_pipe(tmp_path, out_root, prompts_file, monkeypatch):
                      "eval_lengths": [160, 256], "eval_depths": [0.0, 1.0],
                      "eval_depth_length": 192, "eval_max_new_tokens": 3,
                      "prompts_file": str(prompts_file)}}})
-    base = pipe.runs.base.folder
+    base = runs_of(pipe).base.folder
     tok = train_tokenizer([(tmp_path / "books" / "book1.txt").read_text(),
                            "Mary John Sandra Daniel bathroom hallway garden office kitchen"],
                           400, tmp_path / "tok")
@@ -287,7 +290,7 @@ def fake_finetune(pipe, name):
     from lsa.files import write_json
     from lsa.models import build_for_run
 
-    run = pipe.runs.finetune[name]
+    run = runs_of(pipe).finetune[name]
     folder = run.folder
     model, _ = build_for_run(pipe, run.spec, 128)
     gen = torch.Generator().manual_seed(1)
@@ -308,7 +311,7 @@ def test_a_finished_run_is_loaded_with_its_trained_weights(tiny_pipe, name):
     from lsa.jobs import load_finetuned
 
     want = fake_finetune(tiny_pipe, name)
-    model, tokenizer = load_finetuned(tiny_pipe, tiny_pipe.runs.finetune[name])
+    model, tokenizer = load_finetuned(tiny_pipe, runs_of(tiny_pipe).finetune[name])
     assert not model.training
     ids = torch.arange(100).remainder(model.config.vocab_size)[None]
     with torch.no_grad():
@@ -321,7 +324,7 @@ def test_evaluation_job_end_to_end(tiny_pipe, monkeypatch):
     import lsa.evaluate.babilong as ev
     from lsa.jobs import babilong_evaluate
 
-    evaluation = tiny_pipe.runs.babilong_eval["pi_a0_s0"]
+    evaluation = runs_of(tiny_pipe).babilong_eval["pi_a0_s0"]
     with pytest.raises(FileNotFoundError, match="python -m lsa finetune --run pi_a0_s0"):
         babilong_evaluate(tiny_pipe, evaluation)
     fake_finetune(tiny_pipe, "pi_a0_s0")
@@ -339,7 +342,7 @@ def test_evaluation_job_end_to_end(tiny_pipe, monkeypatch):
     m = json.loads((folder / "metrics.json").read_text())
     assert (folder / "train_summary.json").exists() and (folder / "run_info.json").exists()
     assert m["design"] == "evaluate" and m["alpha"] == 0.0 and m["l_train"] == 128
-    assert m["finetune_run"] == tiny_pipe.runs.finetune["pi_a0_s0"].id
+    assert m["finetune_run"] == runs_of(tiny_pipe).finetune["pi_a0_s0"].id
     assert m["prompts"]["sha256"] == bp.read_prompts(tiny_pipe.babilong.prompts_file).sha256
     acc, depth = m["accuracy"], m["depth"]
     assert sorted((r["task"], r["length"]) for r in acc) == [("qa1", 160)] * 2 + [("qa1", 256)] * 2
@@ -357,7 +360,7 @@ def test_evaluation_job_end_to_end(tiny_pipe, monkeypatch):
         assert prompt.endswith("?")
     # the same samples for every evaluated run: the answers asked do not depend on the run
     fake_finetune(tiny_pipe, "clex_a0_s0")
-    other = babilong_evaluate(tiny_pipe, tiny_pipe.runs.babilong_eval["clex_a0_s0"],
+    other = babilong_evaluate(tiny_pipe, runs_of(tiny_pipe).babilong_eval["clex_a0_s0"],
                               progress=False)
     other = json.loads((other / "metrics.json").read_text())
     assert [r["answer"] for r in other["accuracy"]] == [r["answer"] for r in acc]

@@ -17,6 +17,7 @@ from lsa.config import (
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_validates(profile):
+    from lsa.notebook import NotebookCall
     from lsa.pipeline import notebook_parameters
 
     pipe = load_config(profile=profile)
@@ -24,9 +25,9 @@ def test_every_profile_validates(profile):
     for key in pipe.sections:
         params = notebook_parameters(pipe, key)
         assert params["profile"] == profile and params["config_file"]
-        # what papermill receives is accepted by the notebook's strict config
-        cls = type(pipe.section_config(key))
-        assert cls.from_dict(params).to_dict() == params
+        # what papermill receives is how the notebook is called, never its settings
+        assert set(params) <= {"profile", "config_file", "run_ids"}
+        assert NotebookCall.from_dict(params).config_file == params["config_file"]
 
 
 def test_default_profile_is_mini():
@@ -47,7 +48,6 @@ def test_round_trip():
     ({"encodings": ["nope", "xpos"]}, ["synthetic.encodings[1]", "'xpos'", "'rope'"]),
     ({"encodings": []}, ["synthetic.encodings", "not be empty"]),
     ({"train_max_len": 10, "test_max_len": 10}, ["test_max_len", "train_max_len"]),
-    ({"profile": "huge"}, ["synthetic.profile", "'huge'", "mini"]),
     ({"d_model": 30, "n_heads": 4}, ["d_model", "divisible"]),
 ])
 def test_invalid_values_name_key_value_and_rule(data, words):
@@ -93,13 +93,10 @@ def test_unknown_profile_and_section_keys_fail():
 
 
 def test_report_receives_the_sections_it_needs():
-    from lsa.pipeline import notebook_parameters
-
     pipe = load_config(profile="smoke")
-    params = notebook_parameters(pipe, "06_replication_report")
     needs = pipe.sections["06_replication_report"].needs
-    assert params["sections"] == pipe.report.sections == needs
-    assert set(params["sections"]) == set(pipe.sections) - {"06_replication_report"}
+    assert pipe.report.sections == needs
+    assert set(needs) == set(pipe.sections) - {"06_replication_report"}
     raw = raw_config()
     raw["defaults"]["report"] = {"sections": ["01_synthetic_study"]}
     with pytest.raises(ConfigError, match="report.sections .*report section's needs"):
@@ -119,14 +116,13 @@ def notebook_defaults(name: str) -> dict:
 
 
 @pytest.mark.parametrize("section", list(load_config().sections))
-def test_notebook_defaults_are_the_config_defaults(section):
-    """A notebook's parameters cell holds exactly its config's fields, at the smoke defaults."""
-    pipe = load_config(profile="smoke")
-    spec = pipe.sections[section]
-    defaults = notebook_defaults(spec.notebook)
-    cls = type(pipe.section_config(section))
-    assert defaults == cls().to_dict()
-    assert set(defaults) == set(cls.field_names())
+def test_a_notebook_is_called_with_its_setup_only(section):
+    """A notebook's parameters cell holds how it is called (``lsa.notebook.NotebookCall``, at
+    its defaults: the smoke profile, run alone), never a copy of its section's settings."""
+    from lsa.notebook import NotebookCall
+
+    spec = load_config(profile="smoke").sections[section]
+    assert notebook_defaults(spec.notebook) == NotebookCall().to_dict()
 
 
 def test_config_module_imports_no_torch():
@@ -178,7 +174,7 @@ def test_every_setting_is_documented_with_its_bounds():
     assert rows[("FinetuneConfig", "s2_group_ratio")]["bounds"] == "must be in (0, 1]"
     assert rows[("BabilongConfig", "eval_depths")]["bounds"] == (
         "non-empty, no repeats; every entry must be in [0, 1]")
-    assert rows[("SyntheticConfig", "profile")]["type"].startswith("one of 'smoke'")
+    assert rows[("PipelineConfig", "profile")]["type"].startswith("one of 'smoke'")
 
 
 def test_bounds_declared_next_to_the_fields_are_checked():

@@ -19,7 +19,7 @@ import pytest
 from lsa import faults, paths
 from lsa.launch import lock_files
 from lsa.pipeline import check_outputs, pipeline_config
-from lsa.runs import LOG
+from lsa.runs import LOG, runs_of
 
 from conftest import ROOT
 
@@ -50,7 +50,7 @@ def outputs(profile="smoke"):
     """Every run's metrics, summary and log, and every section's metrics, without timings."""
     pipe = pipeline_config(profile)
     out = {}
-    for run in pipe.runs:
+    for run in runs_of(pipe):
         out[run.id] = stable({"metrics": run.metrics(), "summary": run.summary(),
                               "log": run.log()})
     for key in pipe.sections:
@@ -92,13 +92,13 @@ def test_a_killed_pipeline_resumes_to_the_same_results(smoke_pipeline, tmp_path,
 
     pipe = pipeline_config("smoke")
     assert check_outputs(pipe) == []
-    for run in pipe.runs:  # no duplicated or truncated file
+    for run in runs_of(pipe):  # no duplicated or truncated file
         leftovers = [p.name for p in run.folder.iterdir()
                      if p.name.endswith(".tmp") or p.name.startswith("checkpoint")]
         assert leftovers == [], (run.id, leftovers)
         assert run.problems() == []
         steps = [r["step"] for r in run.log()]
         assert steps == list(range(1, len(steps) + 1)), (run.id, steps)
-    resumed = {run.name: run.summary()["resumed_from"] for run in pipe.runs.finetune.values()}
+    resumed = {run.name: run.summary()["resumed_from"] for run in runs_of(pipe).finetune.values()}
     assert resumed["pi_a0.1_s1"] == 4 and resumed["pi_a0_s0"] == 8  # from their checkpoints
     assert (LOG, outputs()) == (LOG, reference)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lsa import files, paths, report, seeding
+from lsa import files, paths, report, seeding, stats
 
 
 def draw():
@@ -66,7 +66,7 @@ def test_save_metrics_and_tables(tmp_path):
     (0, 0, True, "not run"),
 ])
 def test_majority_verdict(wins, total, better, verdict):
-    assert report.majority_verdict(wins, total, better) == verdict
+    assert stats.majority_verdict(wins, total, better) == verdict
 
 
 def test_reference_values_are_graded_and_found():

@@ -8,6 +8,7 @@ import pytest
 from lsa import paths
 from lsa.config import ConfigError, load_config
 from lsa.pipeline import check_sections
+from lsa.runs import runs_of
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("*.ipynb"))
 
@@ -43,8 +44,7 @@ def test_notebooks_run_with_their_defaults(out_root):
         target = paths.executed_notebook("smoke", key)
         target.parent.mkdir(parents=True, exist_ok=True)
         (out_root / f"{key}.ipynb").rename(target)
-    problems = [p for p in check_sections(pipe) if "config differs" not in p]
-    assert problems == []
+    assert check_sections(pipe) == []
 
 
 @pytest.mark.slow
@@ -61,33 +61,58 @@ def test_unknown_parameter_fails_before_compute(out_root):
 # --- what a notebook reads: the pipeline's resolved file, or config/config.yaml alone --------
 
 
-def view(**kw):
-    from lsa.config import RunsViewConfig
+def test_a_notebook_run_alone_reads_config_yaml_with_its_overrides():
+    from lsa.notebook import open_section
 
-    return RunsViewConfig.from_dict({"profile": "smoke", **kw})
+    setup = open_section("03_regularized_finetuning", {})
+    assert setup.alone and setup.pipe == load_config(profile="smoke")
+    changed = open_section("04_ablations", {"overrides": {"seeds": [0, 1, 2]}})
+    assert changed.settings.seeds == [0, 1, 2] == changed.pipe.ablation.seeds
+    assert len(runs_of(changed.pipe).ablation) > len(runs_of(setup.pipe).ablation)
+    with pytest.raises(ConfigError, match="seedz"):
+        open_section("04_ablations", {"overrides": {"seedz": [0]}})
+    with pytest.raises(ConfigError, match=r"seeds"):
+        open_section("04_ablations", {"overrides": {"seeds": "many"}})
+    with pytest.raises(ConfigError, match="stepz"):
+        open_section("01_synthetic_study", {"stepz": 3})
 
 
-def test_a_notebook_run_alone_reads_config_yaml():
-    from lsa.notebook import open_config
-
-    pipe = open_config(view(), "03_regularized_finetuning")
-    assert pipe == load_config(profile="smoke")
-
-
-def test_a_pipeline_notebook_checks_its_parameters_and_runs(out_root):
-    from lsa.notebook import ensure_runs, open_config
+def test_a_pipeline_notebook_checks_its_call_and_runs(out_root):
+    from lsa.notebook import open_section
     from lsa.pipeline import notebook_parameters, write_resolved
 
     pipe = load_config(profile="smoke", overrides={"seed": 1})
     write_resolved(pipe)
     params = notebook_parameters(pipe, "03_regularized_finetuning")
-    assert params["run_ids"] == [pipe.runs.finetune[n].id for n in pipe.runs.grid]
-    assert open_config(view(**params), "03_regularized_finetuning") == pipe
-    with pytest.raises(ConfigError, match="view.alpha = 0.2: .* says 0.1"):
-        open_config(view(**{**params, "alpha": 0.2}), "03_regularized_finetuning")
-    seed0 = [r.id for r in load_config(profile="smoke").runs.used_by(["finetune"])]
+    assert params["run_ids"] == [runs_of(pipe).finetune[n].id for n in runs_of(pipe).grid]
+    setup = open_section("03_regularized_finetuning", params)
+    assert setup.pipe == pipe and not setup.alone and setup.seed == 1
+    with pytest.raises(ConfigError, match="overrides = .*a pipeline notebook takes"):
+        open_section("03_regularized_finetuning", {**params, "overrides": {"alpha": 0.2}})
+    seed0 = [r.id for r in runs_of(load_config(profile="smoke")).used_by(["finetune"])]
     with pytest.raises(ConfigError, match="run_ids: the pipeline made run folders"):
-        open_config(view(**{**params, "run_ids": seed0}), "03_regularized_finetuning")
+        open_section("03_regularized_finetuning", {**params, "run_ids": seed0})
     # in the pipeline a missing run is an error, never trained inside the notebook's job
     with pytest.raises(FileNotFoundError, match="should have made"):
-        ensure_runs(view(**params), pipe, list(pipe.runs.finetune.values()))
+        setup.ensure_runs()
+
+
+@pytest.mark.slow
+def test_editing_a_parameter_of_a_notebook_run_alone_changes_its_output(out_root):
+    """A reader's edit reaches the notebook: the report run alone over one section instead of
+    five gathers, and says, one section."""
+    import papermill as pm
+
+    nb = str(paths.NOTEBOOKS / "06_replication_report.ipynb")
+    outputs = {}
+    for name, params in (("default", {}),
+                         ("edited", {"overrides": {"sections": ["01_synthetic_study"]}})):
+        pm.execute_notebook(nb, str(out_root / f"{name}.ipynb"), parameters=params,
+                            kernel_name="python3", progress_bar=False, cwd=str(paths.NOTEBOOKS))
+        outputs[name] = json.loads(paths.metrics_file("smoke", "06_replication_report")
+                                   .read_text())
+    assert len(outputs["default"]["sections_missing"]) == 5
+    assert outputs["edited"]["sections_missing"] == ["01_synthetic_study"]
+    info = json.loads((paths.section_dir("smoke", "06_replication_report") / "run_info.json")
+                      .read_text())
+    assert info["config"]["sections"] == ["01_synthetic_study"]  # what it ran with

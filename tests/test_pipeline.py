@@ -8,6 +8,7 @@ import pytest
 
 from lsa import files, paths
 from lsa.pipeline import check_outputs, pipeline_config
+from lsa.runs import runs_of
 
 from conftest import run, tool
 
@@ -38,7 +39,7 @@ def test_smoke_metrics_content(smoke_run):
     length = summary[("length", "nope", "identity")]
     assert length["out_of_range_mean"] > 100 * length["in_range_mean"]
     pipe = pipeline_config("smoke")
-    for finetuned in pipe.runs.finetune.values():
+    for finetuned in runs_of(pipe).finetune.values():
         spec, metrics_ = finetuned.spec, finetuned.metrics()
         assert metrics_["alpha"] == spec.alpha and metrics_["method"] == spec.method
         assert len(finetuned.log()) == pipe.finetune.optim.steps

@@ -12,10 +12,13 @@ from lsa.runs import (
     FINISHED,
     KINDS,
     IncompleteOutputs,
+    ablation_specs,
+    finetune_specs,
     is_finished,
     mark_finished,
     output_problems,
     read_log,
+    runs_of,
 )
 
 from conftest import ROOT
@@ -26,29 +29,30 @@ def test_ids_are_stable():
     fine-tuning ids changed once, when the grid's lists (methods, alphas, seeds, runs) left
     their identity (so that adding a seed or an ablation run renames no run); the others are
     those of the code before ``lsa.runs.Run`` (commit 89e0c63)."""
-    smoke = from_mapping({"profile": "smoke"}).runs
+    smoke = runs_of(from_mapping({"profile": "smoke"}))
     assert smoke.base.id == "base-7149dd109a"
     assert smoke.finetune["pi_a0.1_s0"].id == "pi_a0.1_s0-bbf8f31437"
     assert smoke.babilong["babilong_pi_a0_s0"].id == "babilong_pi_a0_s0-0e38a0536a"
-    evaluate = from_mapping({"profile": "smoke", "seed": 1,
-                             "defaults": {"babilong": {"design": "evaluate"}}}).runs
+    evaluate = runs_of(from_mapping({"profile": "smoke", "seed": 1,
+                                     "defaults": {"babilong": {"design": "evaluate"}}}))
     assert evaluate.base.id == "base-ee8ddf8577"
     assert evaluate.finetune["clex_a0_s0"].id == "clex_a0_s0-8759e75ddd"
     assert evaluate.babilong_eval["clex_a0_s0"].id == "babilong-eval_clex_a0_s0-e24e915154"
-    more = from_mapping({"profile": "smoke", "defaults": {"finetune": {"seeds": [0, 5]}}}).runs
+    more = runs_of(from_mapping({"profile": "smoke",
+                                 "defaults": {"finetune": {"seeds": [0, 5]}}}))
     assert more.finetune["pi_a0.1_s0"].id == smoke.finetune["pi_a0.1_s0"].id
 
 
 def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
     pipe = load_config(profile="smoke")
-    runs = pipe.runs
-    assert pipe.runs is runs  # built once per configuration
+    runs = runs_of(pipe)
+    assert runs_of(pipe) is runs  # built once per configuration
     every = list(runs)
     assert every[0] is runs.base
     assert {r.kind for r in every} == {"base", "finetune", "babilong", "probe"}
     assert len({r.id for r in every}) == len(every)
-    assert runs.grid == [s.name for s in pipe.finetune.run_specs()]
-    assert runs.ablation == [s.name for s in pipe.ablation.run_specs()]
+    assert runs.grid == [s.name for s in finetune_specs(pipe.finetune)]
+    assert runs.ablation == [s.name for s in ablation_specs(pipe.ablation)]
     assert list(runs.finetune) == list(dict.fromkeys(runs.ablation + runs.grid))
     # an ablation run the grid has is the grid's run: one folder
     assert "pi_a0.1_s0" in runs.grid and "pi_a0.1_s0" in runs.ablation
@@ -69,7 +73,7 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
 
 
 def test_a_run_is_finished_by_its_marker_written_last(out_root):
-    run = load_config(profile="smoke").runs.finetune["pi_a0_s0"]
+    run = runs_of(load_config(profile="smoke")).finetune["pi_a0_s0"]
     assert not run.finished and run.log() == [] and run.config() is None
     (run.folder / "checkpoint").mkdir(parents=True)
     (run.folder / "metrics.jsonl").write_text('{"step": 1, "ce": 2.0}\n\n{"step": 2, "ce": 1.5}\n')
@@ -121,15 +125,15 @@ def test_the_pipeline_unmarks_a_finished_run_whose_files_broke_after_the_job(out
     from lsa.pipeline import check_runs, unmark_broken_runs
 
     pipe = load_config(profile="smoke")
-    run = pipe.runs.finetune["pi_a0_s0"]
+    run = runs_of(pipe).finetune["pi_a0_s0"]
     run.folder.mkdir(parents=True)
     _whole_run(run.folder)
     mark_finished(run.folder, {"steps": 2})
-    assert unmark_broken_runs(pipe.runs) == [] and run.finished
+    assert unmark_broken_runs(runs_of(pipe)) == [] and run.finished
     text = (run.folder / "metrics.json").read_text()
     (run.folder / "metrics.json").write_text(text[:len(text) // 2])
     assert any("metrics.json unreadable" in p for p in check_runs(pipe))
-    (broken, problems), = unmark_broken_runs(pipe.runs)
+    (broken, problems), = unmark_broken_runs(runs_of(pipe))
     assert broken is run and "metrics.json unreadable" in problems[0]
     assert not run.finished
 
@@ -151,11 +155,11 @@ import sys
 from lsa import analysis, pipeline
 from lsa.config import load_config
 from lsa.files import write_json
-from lsa.runs import mark_finished
+from lsa.runs import mark_finished, runs_of
 
 for profile in ("smoke", "gpu-small"):
     pipe = load_config(profile=profile)
-    for run in pipe.runs:  # finished folders with the fields the readers use
+    for run in runs_of(pipe):  # finished folders with the fields the readers use
         spec = run.spec
         write_json(run.folder / "metrics.json", {
             "l_train": 128, "perplexity": {"128": {"ppl": 5.0, "nll": 1.6, "tokens": 9}},
@@ -182,9 +186,9 @@ def test_reading_results_imports_no_torch(out_root):
 
 
 def test_run_identities_need_no_torch():
-    code = ("import sys; from lsa.config import load_config; "
+    code = ("import sys; from lsa.config import load_config; from lsa.runs import runs_of; "
             "[r.folder for p in ('smoke', 'mini', 'gpu-small', 'paper') "
-            "for r in load_config(profile=p).runs]; "
+            "for r in runs_of(load_config(profile=p))]; "
             "import lsa.runs, lsa.analysis, lsa.pipeline, lsa.notebook; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -193,7 +197,7 @@ def test_run_identities_need_no_torch():
 
 
 def test_the_config_json_of_a_run_is_its_identity(out_root):
-    run = load_config(profile="smoke").runs.babilong["babilong_pi_a0.1_s0"]
+    run = runs_of(load_config(profile="smoke")).babilong["babilong_pi_a0.1_s0"]
     assert "alphas" not in run.identity and run.identity["run"]["ce_on"] == "b"
     write_json(run.folder / "config.json", run.identity)
     assert run.config() == json.loads(json.dumps(run.identity))
@@ -205,5 +209,5 @@ def test_cli_lists_every_run(capsys):
     assert main(["config", "--profile", "smoke", "--runs"]) == 0
     lines = capsys.readouterr().out.splitlines()
     pipe = load_config(profile="smoke")
-    assert len(lines) == len(list(pipe.runs))
-    assert lines[0].split()[:3] == ["base", "base", pipe.runs.base.id]
+    assert len(lines) == len(list(runs_of(pipe)))
+    assert lines[0].split()[:3] == ["base", "base", runs_of(pipe).base.id]

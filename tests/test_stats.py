@@ -92,3 +92,21 @@ def test_correlation_rows_cover_every_predictor_score_and_method():
     assert [(r["predictor"], r["method"]) for r in rows] == [
         ("a", "pearson"), ("a", "spearman"), ("b", "pearson"), ("b", "spearman")]
     assert all(r["n"] == 12 and 0 < r["p_permutation"] <= 1 for r in rows)
+
+
+@pytest.mark.parametrize("low, high, sign, n, verdict", [
+    (-2.0, -0.5, -1, 3, "agrees"), (-2.0, -0.5, +1, 3, "disagrees"),
+    (0.5, 2.0, +1, None, "agrees"), (0.5, 2.0, -1, None, "disagrees"),
+    (-1.0, 1.0, -1, 5, "inconclusive"), (0.0, 1.0, +1, 5, "inconclusive"),  # 0 on the edge
+    (-2.0, -0.5, -1, 1, "inconclusive"),  # one seed: no verdict
+    (math.nan, math.nan, -1, 0, "not run"), (math.nan, 1.0, +1, None, "inconclusive"),
+])
+def test_one_verdict_rule_with_one_sign_convention(low, high, sign, n, verdict):
+    """paper_sign is the sign the paper reports for the difference (or correlation)."""
+    assert stats.sign_verdict(low, high, sign, n) == verdict
+
+
+def test_equivalence_verdict():
+    assert stats.equivalence_verdict(-2.0, 3.0, 5.0) == "agrees"
+    assert stats.equivalence_verdict(6.0, 9.0, 5.0) == "disagrees"
+    assert stats.equivalence_verdict(-2.0, 7.0, 5.0) == "inconclusive"

@@ -52,11 +52,13 @@ def test_lsa_has_no_import_cycle():
 
 def test_configuration_and_extension_share_one_list_of_method_names():
     """``config.Method`` (what a configuration may name) is ``extend.METHODS`` (what the code
-    can build)."""
+    builds), and every name has a recipe."""
     from lsa.config import Method
-    from lsa.extend import METHODS
+    from lsa.extend import METHODS, method_spec
 
-    assert set(get_args(Method)) == set(METHODS)
+    assert METHODS == get_args(Method)
+    for name in METHODS:
+        assert method_spec(name, 64, 128, 10000.0, 16).name == name
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import yaml
 
 from lsa.config import PROFILES, load_config
 from lsa.pipeline import resolved_file, workflow_settings, write_resolved
+from lsa.runs import ablation_specs, runs_of
 
 from conftest import ROOT, run, tool
 
@@ -76,13 +77,14 @@ def test_config_values_reach_every_job_through_the_resolved_file(out_root):
     resolved = yaml.safe_load(resolved_file("smoke").read_text())
     assert resolved["seed"] == 1 and resolved["pretrain"]["seed"] == 1
     seeded = check_plan(out.stdout, seed=1)
-    default = {r.describe(): r.id for r in load_config(profile="smoke").runs}
+    default = {r.describe(): r.id for r in runs_of(load_config(profile="smoke"))}
     assert seeded.keys() == default.keys()
     assert all(seeded[k] != default[k] for k in default)  # the seed is part of every identity
     # the notebooks receive the same file and the ids of the runs they read
     line = next(x for x in out.stdout.splitlines() if "05_babilong.ipynb -k" in x)
     params = yaml.safe_load(shlex.split(line.split(" -y ", 1)[1].split(" > ")[0])[0])
-    assert params["config_file"].endswith("results/smoke/config.yaml") and params["seed"] == 1
+    assert params["config_file"].endswith("results/smoke/config.yaml")
+    assert set(params) == {"profile", "config_file", "run_ids"}  # settings: from that file
     assert sorted(params["run_ids"]) == sorted(seeded[k] for k in seeded
                                                if k.startswith("babilong"))
 
@@ -95,7 +97,8 @@ def test_a_user_configfile_reaches_every_job(out_root, tmp_path):
     assert out.returncode == 0, out.stderr + out.stdout
     ids = check_plan(out.stdout, seed=1)
     grid = {"finetune run pi_a0_s0", "finetune run pi_a0.3_s0"}
-    ablation = {f"finetune run {s.name}" for s in load_config(profile="smoke").ablation.run_specs()}
+    specs = ablation_specs(load_config(profile="smoke").ablation)
+    ablation = {f"finetune run {s.name}" for s in specs}
     assert {k for k in ids if k.startswith("finetune")} == grid | ablation
     assert load_config(resolved_file("smoke")).finetune.alphas == [0.0, 0.3]
 
@@ -106,7 +109,7 @@ def test_the_resolved_file_round_trips_and_is_rewritten_only_when_it_changes(out
     pipe = load_config(profile="smoke", overrides={"seed": 3})
     path = write_resolved(pipe)
     again = load_config(path)
-    assert again == pipe and [r.id for r in again.runs] == [r.id for r in pipe.runs]
+    assert again == pipe and [r.id for r in runs_of(again)] == [r.id for r in runs_of(pipe)]
     os.utime(path, (1, 1))
     write_resolved(pipe)
     assert path.stat().st_mtime == 1  # same content: untouched
@@ -119,11 +122,16 @@ def test_the_resolved_file_round_trips_and_is_rewritten_only_when_it_changes(out
 
 
 def test_workflow_settings_cover_every_run_kind_and_section():
+    from lsa.imports import notebook_inputs
+
     settings = workflow_settings()
     pipe = load_config()
-    for key in pipe.sections:
-        for module in settings.section(key).modules:
-            assert (ROOT / "lsa" / module).exists(), module
+    for key, spec in pipe.sections.items():
+        inputs = notebook_inputs(ROOT / "notebooks" / spec.notebook)
+        assert inputs and all((ROOT / "lsa" / module).exists() for module in inputs)
+        assert settings.section(key).threads >= 1
+    assert settings.section("06_replication_report").mem_mb == 1000
+    assert settings.section("04_ablations").mem_mb == 4000  # the default
     assert settings.resources("gpu-small", "finetune").gpu == 1
     assert settings.resources("mini", "finetune").threads == 2
     # modules that only orchestrate are no run's input (editing them retrains nothing)
@@ -142,9 +150,9 @@ def test_bad_workflow_settings_fail_with_a_clear_message(tmp_path):
     with pytest.raises(ConfigError, match="run_resources.mini.finetune: threads = 0: must be >= 1"):
         workflow_settings(path)
     raw["run_resources"]["mini"] = {}
-    raw["sections"]["01_synthetic_study"]["modules"].append(3)
+    raw["sections"]["01_synthetic_study"] = {"threads": 0}
     path.write_text(yaml.safe_dump(raw))
-    with pytest.raises(ConfigError, match=r"sections.01_synthetic_study.modules\[\d+\] = 3"):
+    with pytest.raises(ConfigError, match=r"sections.01_synthetic_study: threads = 0"):
         workflow_settings(path)
 
 

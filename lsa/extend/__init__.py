@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
-METHODS = ("none", "pi", "ntk", "abf", "dynamic", "yarn", "longqlora", "eabf", "clex")
+from lsa.config import Method
+
+METHODS: tuple[str, ...] = get_args(Method)  # the one list of names: lsa.config.Method
 DEFAULT_ABF_THETA = 500000.0
 
 

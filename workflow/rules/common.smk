@@ -11,13 +11,15 @@ import yaml
 from snakemake.settings.types import DeploymentMethod
 
 from lsa.config import from_mapping
-from lsa.pipeline import notebook_parameters, unmark_broken_runs, workflow_settings, write_resolved
+from lsa.pipeline import (notebook_parameters, section_settings, unmark_broken_runs,
+                          workflow_settings, write_resolved)
 from lsa import paths
-from lsa.runs import FINISHED, SHARED_RUNS
+from lsa.imports import notebook_inputs
+from lsa.runs import FINISHED, SHARED_RUNS, runs_of
 
 PIPE = from_mapping(config)
 PROFILE = PIPE.profile
-RUNS = PIPE.runs  # every run of the configuration, built once
+RUNS = runs_of(PIPE)  # every run of the configuration, built once
 SETTINGS = workflow_settings()  # workflow/settings.yaml: resources and module inputs
 
 # a run marked finished whose files no longer verify is not finished: made again
@@ -48,7 +50,7 @@ RESOLVED = rel(write_resolved(PIPE))
 if PROFILE in SHARED_RUNS:
     _SHARED = from_mapping(config, profile=SHARED_RUNS[PROFILE])
     SHARED_RESOLVED = rel(write_resolved(_SHARED))
-    SHARED_IDS = {run.id for run in _SHARED.runs}
+    SHARED_IDS = {run.id for run in runs_of(_SHARED)}
 else:
     SHARED_RESOLVED, SHARED_IDS = None, set()
 

@@ -1,5 +1,5 @@
 # One rule per section, all made by this loop: the notebook and the lsa modules it reads are
-# inputs (editing either reruns it), its parameters are params (changing its settings reruns it),
+# inputs (editing either reruns it), its settings are params (changing one reruns it),
 # the folders of the runs it reads are inputs, the executed notebook and its metrics.json are
 # outputs. A notebook receives the resolved configuration (config_file) and the ids of its runs
 # (run_ids): it fails when they disagree instead of training inside its own job.
@@ -12,7 +12,7 @@ for _key, _spec in PIPE.sections.items():
             f"section_{_key}"
         input:
             notebook=f"notebooks/{_spec.notebook}",
-            modules=modules(_job.modules),
+            modules=modules(notebook_inputs(paths.NOTEBOOKS / _spec.notebook)),
             config=ancient(RESOLVED),
             needs=[section_outputs(need)["metrics"] for need in _spec.needs],
             runs=[run_output(run) for run in RUNS.used_by(_spec.uses_runs)],
@@ -21,6 +21,9 @@ for _key, _spec in PIPE.sections.items():
         params:
             yaml=yaml.safe_dump(notebook_parameters(PIPE, _key), default_flow_style=True,
                                 width=10_000).strip(),
+            # not passed: the notebook reads them from the resolved file; tracked, so that a
+            # changed setting reruns the notebook
+            settings=section_settings(PIPE, _key),
         conda:
             "../../environment.yml"
         log:
