@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsa import faults, plots, seeding
-from lsa.config import PROFILES, Profile, load_config
+from lsa.config import Profile, load_config
 from lsa.runs import runs_of
 from lsa.strict import ConfigError, StrictConfig, merge, setting
 
@@ -101,11 +101,11 @@ class Setup:
         """The runs the section reads (its ``uses_runs``)."""
         return runs_of(self.pipe).used_by(self.pipe.sections[self.section].uses_runs)
 
-    def ensure_runs(self, runs: list[Run] | None = None) -> None:
+    def ensure_runs(self) -> None:
         """Make the runs the section reads when they are not finished: run alone with
         ``train_missing``, train them (and what they need) here; in the pipeline never (the
         runs are the notebook's inputs, so a missing one is an error)."""
-        missing = [r for r in (self.runs() if runs is None else runs) if not r.finished]
+        missing = [r for r in self.runs() if not r.finished]
         if not missing:
             return
         names = ", ".join(r.id for r in missing)
@@ -127,8 +127,6 @@ def open_section(section: str, params: dict[str, Any]) -> Setup:
     wrong. Seeds every generator with the pipeline's seed and sets the plot theme."""
     faults.point(f"notebook:{section}")  # the tests' interruption of a notebook
     call = NotebookCall.from_dict(params, prefix="")
-    if call.profile not in PROFILES:  # (checked by the Literal too; kept for the message)
-        raise ConfigError(f"profile = {call.profile!r}: allowed: {', '.join(PROFILES)}")
     if call.config_file is None:
         pipe = load_config(profile=call.profile)
     else:

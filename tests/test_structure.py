@@ -50,6 +50,17 @@ def test_lsa_has_no_import_cycle():
     assert cycles({k: set(v) for k, v in graph.items()}) == []
 
 
+def test_every_configured_section_has_its_module():
+    """The registry (lsa.sections.SECTIONS) names a module with ``analyse`` for every section
+    the configuration runs, and nothing else."""
+    from lsa import sections
+    from lsa.config import load_config
+
+    assert set(sections.SECTIONS) == set(load_config().sections)
+    for key in sections.SECTIONS:
+        assert callable(sections.module(key).analyse), key
+
+
 def test_configuration_and_extension_share_one_list_of_method_names():
     """``config.Method`` (what a configuration may name) is ``extend.METHODS`` (what the code
     builds), and every name has a recipe."""

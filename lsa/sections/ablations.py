@@ -36,7 +36,7 @@ def analyse(setup: Setup) -> Result:
     """The runs of every configured item, their paired effects and claims, item by item."""
     pipe, cfg = setup.pipe, setup.settings
     names = runs_of(pipe).ablation
-    setup.ensure_runs([runs_of(pipe).finetune[n] for n in names])
+    setup.ensure_runs()
     runs = ablation.with_entropy(analysis.collect_runs(pipe, names))
     long = ablation.longest_column(runs)
     columns = _ppl_columns(runs) + ["ppl_growth", "misalignment", "jeffreys", "mean_entropy"]

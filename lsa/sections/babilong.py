@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from lsa import analysis, plots
 from lsa.notebook import Setup
-from lsa.runs import runs_of
 from lsa.sections import Result, save_figure
 
 
@@ -14,7 +13,7 @@ def analyse(setup: Setup) -> Result:
     """Train design: the BABILong fine-tuning runs; evaluate design: the evaluations (each
     after its fine-tuning run)."""
     pipe, alpha = setup.pipe, setup.settings.alpha
-    setup.ensure_runs(runs_of(pipe).used_by(["babilong"]))
+    setup.ensure_runs()
     acc, depth = analysis.collect_babilong(pipe)
     sources = analysis.babilong_sources(pipe)
     scorers = sorted(set(acc["scorer"]) | set(depth["scorer"]))

@@ -23,7 +23,7 @@ def ppl_columns(runs) -> list[str]:
 
 def analyse(setup: Setup) -> Result:
     alpha = setup.settings.alpha
-    setup.ensure_runs()  # the grid: what it reads (the ablation runs are notebook 04's)
+    setup.ensure_runs()
     runs = analysis.collect_runs(setup.pipe)
     table = analysis.by_method(runs, ppl_columns(runs) + ["ppl_long", "ppl_growth",
                                                         "misalignment", "misalignment_all"])
