@@ -16,7 +16,7 @@
                                                         is not a fine-tuning run (base, RoPE, ...)
     python -m lsa bench    misalign [--quick]           cost of CE + SCE vs CE only
     python -m lsa timings  [--profile P]                where a profile's time went
-    python -m lsa publish  [--profile P]                snapshot into docs/results/ (committed)
+    python -m lsa publish  [--profile P] [--results-only] snapshot into docs/results/ (committed)
 
 Every command but check reads config/config.yaml for the profile (default: its `profile`);
 `--config-file results/<profile>/config.yaml` reads the configuration a pipeline run resolved
@@ -167,8 +167,17 @@ def _timings(args) -> int:
 
 
 def _publish(args) -> int:
-    from lsa.publish import NotPublishable, publish
+    from lsa.files import atomic_write_text
+    from lsa.publish import NotPublishable, destination, publish, results_markdown
 
+    if args.results_only:  # the results page of the committed snapshot, from its own files
+        folder = destination(_load(args).profile)
+        if not (folder / "claims.csv").exists():
+            print(f"not published: {folder} holds no snapshot", file=sys.stderr)
+            return 1
+        atomic_write_text(folder / "RESULTS.md", results_markdown(folder))
+        print(folder / "RESULTS.md")
+        return 0
     try:
         print(publish(_load(args).profile))
     except NotPublishable as exc:
@@ -243,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_timings)
     p = sub.add_parser("publish", help="copy a finished profile's report into docs/results/")
     _profile_options(p)
+    p.add_argument("--results-only", action="store_true",
+                   help="only write RESULTS.md of the committed snapshot from its own files")
     p.set_defaults(func=_publish)
     args = parser.parse_args(argv)
     try:

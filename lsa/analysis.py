@@ -26,6 +26,7 @@ from lsa.stats import (
     paired_interval,
     paired_proportion_interval,
     sign_verdict,
+    two_level_interval,
     wilson_interval,
 )
 
@@ -57,15 +58,19 @@ def setting_label(spec) -> str:
 
 
 def measured_row(metrics: dict[str, Any], l_train: int) -> dict[str, Any]:
-    """The protocol's numbers of one model (a fine-tuning run or a probe): perplexity by
-    multiple of ``l_train`` and the long-window perplexity (2x and longer, token-weighted),
-    the misalignment and its parts (NaN where a run predates them)."""
+    """The protocol's numbers of one model (a fine-tuning run or a probe): perplexity and NLL by
+    multiple of ``l_train`` (``nll_beyond_Mx``: the targets whose context is longer than
+    ``l_train``), the long-window perplexity (2x and longer, token-weighted), the misalignment
+    and its parts (NaN where a run predates them), the CE on the training books
+    (``train_loss``) and the copy probes (``nll_copy_Mx``, ``retrieval_Mx``)."""
     row: dict[str, Any] = {}
     long_nll, long_tokens = 0.0, 0
     for length, value in metrics["perplexity"].items():
         mult = int(length) // l_train
         row[f"ppl_{mult}x"] = value["ppl"]
         row[f"nll_{mult}x"] = value["nll"]
+        if "nll_beyond" in value:  # targets whose context is longer than l_train
+            row[f"nll_beyond_{mult}x"] = value["nll_beyond"]
         if mult > 1:
             long_nll += value["nll"] * value["tokens"]
             long_tokens += value["tokens"]
@@ -81,6 +86,12 @@ def measured_row(metrics: dict[str, Any], l_train: int) -> dict[str, Any]:
     row["misalignment_all_se"] = all_mis["stderr"]
     for part in PARTS:
         row[part] = metrics.get(part, {}).get("mean", math.nan)
+    row["jeffreys_se"] = metrics.get("jeffreys", {}).get("stderr", math.nan)
+    row["train_loss"] = metrics.get("train_ce", {}).get("nll", math.nan)
+    for length, value in (metrics.get("long_range") or {}).items():
+        mult = int(length) // l_train
+        row[f"nll_copy_{mult}x"] = value["copy_nll"]
+        row[f"retrieval_{mult}x"] = value["retrieval"]
     return row
 
 
@@ -452,14 +463,18 @@ def accuracy_table(rows: pd.DataFrame, by: list[str], level: float = 0.95) -> pd
 SAMPLE_KEYS = ["seed", "task", "length", "depth", "index"]
 
 
-def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: float = 0.95
-                    ) -> pd.DataFrame:
+def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: float = 0.95,
+                    n_resamples: int = 2000) -> pd.DataFrame:
     """Per ``by`` cell, the accuracy (%) of the CE run (``ce``) and the alpha run (``reg``),
-    and their difference ``delta`` (points) with its ``paired_proportion_interval`` (``ci_low``,
-    ``ci_high``): the runs of one seed answer the same test prompts (``SAMPLE_KEYS``), the
-    pairs of every seed pooled (``n`` pairs). The interval is over test samples; the spread of
-    the per-seed differences is ``seed_std`` (``seeds`` seeds). Answers pair by method too when
-    the rows carry one; two answers of one model to the same prompt are an error."""
+    and their difference ``delta`` (points): the runs of one seed answer the same test prompts
+    (``SAMPLE_KEYS``), ``n`` pairs over every seed. The verdict's interval (``ci_low``,
+    ``ci_high``) has the training seed as its unit: a two-level bootstrap, seeds then paired
+    answers (``lsa.stats.two_level_interval``), so a difference one seed's training makes and
+    another's does not is not read as an effect. ``answers_low`` / ``answers_high``: the
+    interval over test answers alone (``paired_proportion_interval``), for comparison; the
+    spread of the per-seed differences is ``seed_std`` (``seeds`` seeds). Answers pair by
+    method too when the rows carry one; two answers of one model to the same prompt are an
+    error."""
     method = ["method"] if "method" in rows else []
     keys = list(dict.fromkeys([*method, *SAMPLE_KEYS, *by]))
     base = rows[rows["alpha"] == 0][[*keys, "correct"]]
@@ -469,12 +484,15 @@ def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: floa
     out = []
     for cell, sub in both.groupby(by):
         diff = sub["diff"]
-        low, high = paired_proportion_interval(int((diff > 0).sum()), int((diff < 0).sum()),
-                                               len(diff), level)
+        a_low, a_high = paired_proportion_interval(int((diff > 0).sum()), int((diff < 0).sum()),
+                                                   len(diff), level)
         per_seed = sub.groupby("seed")["diff"].mean()
+        low, high = two_level_interval([g.to_numpy() for _, g in sub.groupby("seed")["diff"]],
+                                       n_resamples, seed=0, level=level)
         out.append({**dict(zip(by, cell if isinstance(cell, tuple) else (cell,))),
                     "ce": 100 * sub["correct_ce"].mean(), "reg": 100 * sub["correct_reg"].mean(),
-                    "delta": diff.mean(), "ci_low": 100 * low, "ci_high": 100 * high,
+                    "delta": diff.mean(), "ci_low": low, "ci_high": high,
+                    "answers_low": 100 * a_low, "answers_high": 100 * a_high,
                     "n": len(diff), "seeds": len(per_seed), "seed_std": per_seed.std(ddof=1)})
     return pd.DataFrame(out)
 
@@ -511,8 +529,8 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
     for row in gate.to_dict(orient="records"):
         task = row["task"]
         bar = chance(task) + 10
-        verdict = ("agrees" if row["ci_low"] > bar else "disagrees" if row["ci_high"] < bar
-                   else "inconclusive")
+        verdict = ("passes" if row["ci_low"] > bar else "fails" if row["ci_high"] < bar
+                   else "unclear")
         ident, words = _model(row)
         where = (f"at {int(row['length'])} tokens ({words}, {task}" if evaluate
                  else f"at the training window ({task}")
@@ -522,14 +540,16 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
             f"chance {chance(task):.0f}%", "?", f"{row['accuracy']:.1f}% ({pct} CI "
             f"{row['ci_low']:.1f}-{row['ci_high']:.1f}) over {row['n']} answers",
             verdict,  # type: ignore[arg-type]
-            f"clearly above = the Wilson interval above chance + 10 points; scorer {scorer}"))
+            f"clearly above = the Wilson interval above chance + 10 points; scorer {scorer}",
+            kind="control"))
 
     def ours(row: dict[str, Any]) -> str:
         return (f"{row['ce']:.1f}% -> {row['reg']:.1f}% ({row['delta']:+.1f} points, {pct} CI "
                 f"{row['ci_low']:+.1f} to {row['ci_high']:+.1f}); {row['n']} paired answers, "
                 f"{row['seeds']} seed(s)")
 
-    interval = (f"paired {pct} interval over test samples, pooled over seeds; scorer {scorer}")
+    interval = (f"{pct} two-level bootstrap interval (training seeds, then paired answers); "
+                f"scorer {scorer}")
     x = babilong_length(acc)
     by_len = paired_accuracy(acc, [*groups, x], alpha, level)
     for row in by_len.to_dict(orient="records"):

@@ -110,6 +110,12 @@ class DataConfig(StrictConfig):
     hub_books: list[int] = setting(factory=lambda: [200, 5, 10], each_ge=1,
                                    help="books read from the hub: train, validation, test")
     vocab_size: int = setting(1024, ge=300, help="byte-level BPE vocabulary of scratch models")
+    recurrence: float = setting(
+        0.0, ge=0.0, le=0.9, help="share of the training stream's tokens that are copies of an "
+                                  "earlier span reaching back up to the training window "
+                                  "(lsa/data/recurrence.py); 0: the books as they are")
+    recurrence_span: int = setting(16, ge=2, help="tokens per copied span: training copies and "
+                                                  "the copy probes of every model")
 
     def validate(self) -> None:
         if len(self.hub_books) != 3:
@@ -256,6 +262,12 @@ class FinetuneConfig(StrictConfig):
              "length scores the same tokens)")
     eval_max_chunks: int = setting(8, ge=1, help="perplexity chunks of the longest length")
     metric_samples: int = setting(16, ge=1, help="test samples of the misalignment metric")
+    metric_seed: int = setting(
+        0, ge=0, help="seed of the test samples every model is measured on (misalignment and "
+                      "copy probes): one seed, so every model sees the same samples")
+    copy_probes: int = setting(
+        16, ge=2, help="copy probes per evaluation length (lsa/evaluate/longrange.py): the "
+                       "long-range measure")
     methods: list[Method] = setting(
         factory=lambda: ["pi", "longqlora", "yarn", "eabf", "clex"], unique=True,
         help="the grid: every method x alpha x seed is a run")
@@ -330,9 +342,12 @@ class AblationConfig(StrictConfig):
     l_extra_settings: list[int] = setting(factory=lambda: [1, 2, 3, 4], unique=True,
                                           help="l_extra: settings 1-4 (docs/methods.md)")
     l_extra_alphas: list[float] = setting(
-        factory=lambda: [0.1, 1.0], unique=True, each_ge=0.0,
-        help="l_extra: alphas (the paper's 0.1 and item divergence's best, chosen beforehand: "
-             "the notebook says whether that choice was the best)")
+        factory=lambda: [0.1], unique=True, each_ge=0.0,
+        help="l_extra: alphas of CE + alpha SCE (the paper's 0.1)")
+    l_extra_jeffreys_alphas: list[float] = setting(
+        factory=list, each_ge=0.0,
+        help="l_extra: alphas of CE + alpha Jeffreys, item divergence's best, fixed here "
+             "before the run (the notebook says whether it still was the best)")
     compute_steps: list[int] = setting(
         factory=lambda: [13, 20], unique=True, each_ge=1,
         help="compute: steps of the extra CE-only runs (e.g. equal distinct tokens, 1.25x "
@@ -340,7 +355,8 @@ class AblationConfig(StrictConfig):
              "nearest to equal counted work (forward and backward tokens)")
 
     def validate(self) -> None:
-        for key in ("sce_alphas", "jeffreys_alphas", "entropy_alphas", "l_extra_alphas"):
+        for key in ("sce_alphas", "jeffreys_alphas", "entropy_alphas", "l_extra_alphas",
+                    "l_extra_jeffreys_alphas"):
             if any(a == 0 for a in getattr(self, key)):
                 self._fail(key, "must be > 0 (the CE-only run is always part of the item)")
         if any(s not in (1, 2, 3, 4) for s in self.l_extra_settings):
@@ -365,7 +381,7 @@ class PopulationConfig(StrictConfig):
     _section: typing.ClassVar[str] = "population"
 
     rope_methods: list[ProbeRope] = setting(
-        factory=lambda: ["pi", "ntk", "yarn"], unique=True,
+        factory=lambda: ["pi", "ntk", "yarn", "dynamic"], unique=True,
         help="probes: the base model with these RoPE settings, no fine-tuning")
     rope_factors: list[int] = setting(factory=lambda: [2, 4], unique=True, each_ge=2,
                                       help="probes: their scale factors (target / base window)")
@@ -373,9 +389,12 @@ class PopulationConfig(StrictConfig):
     models: list[str] = setting(
         factory=list, help="probes: hub ids or folders of other models (paper, gpu-small); "
                            "each must share the base model's tokenizer")
-    held_out_seeds: list[int] = setting(
-        factory=lambda: [1], unique=True,
-        help="audit 4: fine-tuning runs of these seeds form the held-out subset")
+    exclude_ppl_ratio: float = setting(
+        3.0, gt=1.0, help="a model whose perplexity at l_train exceeds this many times the base "
+                          "model's is excluded from Table 1 (listed; fixed before the runs)")
+    secondary_max_alpha: float = setting(
+        0.1, ge=0.0, help="the secondary view adds the models trained on the misalignment (or "
+                          "a part of it) at alpha up to this value")
     bootstrap: int = setting(2000, ge=100, help="bootstrap and permutation resamples")
 
 
@@ -463,6 +482,27 @@ class BabilongConfig(StrictConfig):
 
 
 @dataclass
+class GatesConfig(StrictConfig):
+    """The premise gates (lsa/gates.py): thresholds fixed before any result is read. A gate
+    passes when its whole 95 % interval clears its threshold."""
+
+    _section: typing.ClassVar[str] = "gates"
+
+    methods: list[Method] = setting(
+        factory=lambda: ["clex", "longqlora", "eabf"], unique=True,
+        help="G3: the methods the paper uses (those of the grid are gated)")
+    g1_min_gain: float = setting(
+        0.5, help="G1: nats the far occurrence must lower the base model's copy NLL by, at its "
+                  "own window")
+    g2_min_loss: float = setting(
+        0.5, help="G2: nats the base model's copy NLL must rise by from 1x to 4x its window")
+    g3_min_recovery: float = setting(
+        0.5, help="G3: share of the base model's loss at l_train each method's CE-only runs "
+                  "must recover")
+    bootstrap: int = setting(2000, ge=100, help="G3: bootstrap resamples of the probes")
+
+
+@dataclass
 class RunsViewConfig(StrictConfig):
     """A notebook over the profile's runs (``03_regularized_finetuning``, ``05_babilong``):
     reads their folders; run on its own, trains the missing ones first."""
@@ -497,7 +537,7 @@ class SectionSpec(StrictConfig):
     config: str = setting(help="the part of the configuration holding its settings (a part of "
                                "PipelineConfig, e.g. ablation)")
     needs: list[str] = setting(factory=list, help="sections whose metrics it reads")
-    uses_runs: list[Literal["finetune", "ablation", "babilong", "probe"]] = setting(
+    uses_runs: list[Literal["finetune", "ablation", "babilong", "probe", "gates"]] = setting(
         factory=list, help="runs whose folders it reads (its inputs): finetune (the grid and "
                            "explicit runs), ablation, babilong (either design), probe")
 
@@ -516,6 +556,7 @@ class PipelineConfig(StrictConfig):
     ablation: AblationConfig = setting(help="Section 5.3: ablations (fine-tuning runs)")
     population: PopulationConfig = setting(help="Section 4.1: the population of Table 1")
     babilong: BabilongConfig = setting(help="Section 5.4")
+    gates: GatesConfig = setting(help="the premise gates of Sections 4-5")
     view: RunsViewConfig = setting(help="notebooks over runs")
     report: ReportConfig = setting(help="the replication report")
 

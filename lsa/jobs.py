@@ -34,6 +34,7 @@ from lsa.seeding import seed_everything
 def pretrain(pipe: PipelineConfig, run: Run | None = None, progress: bool = True) -> Path:
     """The base model of the profile: a scratch Llama pretrained at ``base_window`` on the
     training books (a downloaded base model is only evaluated). Reused when finished."""
+    from lsa.evaluate.longrange import copy_retrieval
     from lsa.evaluate.perplexity import perplexity
     from lsa.models import base_tokenizer, build_base_model, count_parameters
     from lsa.train import Objective, train
@@ -45,7 +46,7 @@ def pretrain(pipe: PipelineConfig, run: Run | None = None, progress: bool = True
         return folder
     started = time.time()
     seed_everything(cfg.seed)
-    corpus = prepare_corpus(cfg.data, base_tokenizer(pipe))
+    corpus = prepare_corpus(cfg.data, base_tokenizer(pipe), window=cfg.model.base_window)
     model = build_base_model(pipe, corpus.tokenizer)
     folder.mkdir(parents=True, exist_ok=True)
     corpus.tokenizer.save_pretrained(folder / "tokenizer")
@@ -59,13 +60,29 @@ def pretrain(pipe: PipelineConfig, run: Run | None = None, progress: bool = True
     ppl = perplexity(model, corpus.streams["validation"],
                      [cfg.model.base_window, 2 * cfg.model.base_window],
                      max_chunks=cfg.eval_max_chunks)
-    metrics = {"run": "base", "data_source": corpus.source,
+    # the premise gates' numbers (lsa.gates): the copy probes from 1x to the longest length the
+    # fine-tuning runs are evaluated at, with the control (the far occurrence replaced)
+    long_range = copy_retrieval(model, corpus.streams["test"], base_probe_lengths(pipe),
+                                pipe.finetune.copy_probes, cfg.data.recurrence_span,
+                                pipe.finetune.metric_seed, control=True)
+    metrics = {"run": "base", "data_source": corpus.source, "long_range": long_range,
                "parameters": count_parameters(model), "vocab_size": len(corpus.tokenizer),
                "tokens": {k: len(v) for k, v in corpus.streams.items()},
                "validation_perplexity": ppl, "train": summary}
     save_metrics(folder, metrics, run.identity, started=started)
     mark_finished(folder, summary)
     return folder
+
+
+def base_probe_lengths(pipe: PipelineConfig) -> list[int]:
+    """The windows the base model's copy probes use: base_window doubled up to the longest
+    fine-tuning evaluation length."""
+    l0 = pipe.pretrain.model.base_window
+    longest = max(pipe.finetune.eval_multiples) * pipe.finetune.l_train
+    lengths = [l0]
+    while lengths[-1] * 2 <= longest:
+        lengths.append(lengths[-1] * 2)
+    return lengths
 
 
 def _require_finished(pipe: PipelineConfig, runs: tuple[Run, ...]) -> None:
@@ -82,29 +99,45 @@ def _start(pipe: PipelineConfig, run: Run) -> tuple[Corpus, float]:
     _require_finished(pipe, run.needs)
     started = time.time()
     seed_everything(run.spec.seed)
-    return load_corpus_for(runs_of(pipe).base.folder, pipe.pretrain.data), started
+    window = (pipe.babilong.l_train if run.kind == "babilong"
+              else pipe.finetune.l_train_of(run.spec))
+    return load_corpus_for(runs_of(pipe).base.folder, pipe.pretrain.data, window), started
 
 
-def lm_metrics(model, test, l_train: int, lengths: list[int], max_chunks: int,
-               metric_samples: int, seed: int) -> dict:
-    """The protocol every fine-tuning run and probe is measured by, on the test books:
-    ``perplexity`` at ``lengths`` (all on the same tokens), and from one forward pass per
-    sample at ``l_train`` (``lsa.misalign.alignment_measures``) ``misalignment`` (the paper's:
-    SCE where both contexts are at least l_train / 2 tokens), ``misalignment_all`` (every
-    overlap position), its parts ``jeffreys`` and ``entropy``, ``l2``, ``tv`` and
-    ``top1_change`` over the paper's positions, and ``last_position``: per sample,
-    ``l_extra`` and the measures where A's context is ``l_train`` and B's
+def lm_metrics(pipe: PipelineConfig, model, corpus: Corpus, l_train: int, lengths: list[int]
+               ) -> dict:
+    """The protocol every fine-tuning run and probe is measured by, on the test books, with
+    ``finetune.metric_seed`` (every model sees the same samples): ``perplexity`` at ``lengths``
+    (all on the same tokens; beyond ``l_train`` also the NLL of the targets whose context is
+    longer than ``l_train``, ``nll_beyond``); ``long_range`` at ``lengths``: the copy probes
+    (``lsa.evaluate.longrange``: NLL of a span whose earlier occurrence lies in the far half of
+    the window, and retrieval); ``train_ce``: the CE at ``l_train`` on the training books (the
+    training loss, measured alike for models not trained here); and from one forward pass per
+    sample at ``l_train`` (``lsa.misalign.alignment_measures``, ``l_extra`` drawn per sample)
+    ``misalignment`` (the paper's: SCE where both contexts are at least l_train / 2 tokens),
+    ``misalignment_all`` (every overlap position), its parts ``jeffreys`` and ``entropy``,
+    ``l2``, ``tv`` and ``top1_change`` over the paper's positions, and ``last_position``: per
+    sample, ``l_extra`` and the measures where A's context is ``l_train`` and B's
     ``l_train - l_extra``."""
+    from lsa.evaluate.longrange import copy_retrieval
     from lsa.evaluate.perplexity import perplexity
     from lsa.misalign import alignment_measures
 
-    ppl = perplexity(model, test, lengths, max_chunks=max_chunks)
-    res = alignment_measures(model, test, l_train, metric_samples, seed=seed)
+    fcfg, seed, test = pipe.finetune, pipe.finetune.metric_seed, corpus.streams["test"]
+    ppl = perplexity(model, test, lengths, max_chunks=fcfg.eval_max_chunks, beyond=l_train)
+    train_ce = perplexity(model, corpus.streams["train"], [l_train],
+                          max_chunks=fcfg.eval_max_chunks)[l_train]
+    long_range = copy_retrieval(model, test, lengths, fcfg.copy_probes,
+                                pipe.pretrain.data.recurrence_span, seed)
+    res = alignment_measures(model, test, l_train, fcfg.metric_samples, seed=seed,
+                             batch_size=1)
 
     def summary(r, positions: str) -> dict:
         return {"mean": r.mean, "stderr": r.stderr, "n": r.n, "positions": positions}
 
-    return {"perplexity": ppl, "misalignment": summary(res.paper["sce"], "paper"),
+    return {"perplexity": ppl, "long_range": long_range,
+            "train_ce": {"nll": train_ce["nll"], "tokens": train_ce["tokens"]},
+            "misalignment": summary(res.paper["sce"], "paper"),
             "misalignment_all": summary(res.all, "all"),
             **{m: summary(res.paper[m], "paper") for m in ("jeffreys", "entropy", "l2", "tv",
                                                            "top1_change")},
@@ -134,8 +167,7 @@ def finetune(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
                     steps=spec.steps or fcfg.optim.steps)
     summary = train(model, corpus.streams["train"], folder, optim, objective, spec.seed,
                     run_config=run.identity, progress=progress)
-    measured = lm_metrics(model, corpus.streams["test"], l_train, fcfg.eval_lengths(spec),
-                          fcfg.eval_max_chunks, fcfg.metric_samples, seed=spec.seed)
+    measured = lm_metrics(pipe, model, corpus, l_train, fcfg.eval_lengths(spec))
     metrics = {"run": run.name, "method": spec.method, "alpha": spec.alpha, "seed": spec.seed,
                "l_train": l_train, "base_window": pcfg.model.base_window,
                "lr": optim.lr, "steps": optim.steps,
@@ -339,7 +371,7 @@ def _probe_model(pipe: PipelineConfig, run: Run, tokenizer):
 def probe(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
     """A probe of the Section 4.1 population: a model measured by the fine-tuning runs'
     protocol (``lm_metrics`` at ``finetune.l_train``, its evaluation lengths and sample
-    counts), with the pipeline's seed. Reused when finished."""
+    counts). Reused when finished."""
     from lsa.models import count_parameters
 
     folder = run.folder
@@ -351,9 +383,8 @@ def probe(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
     fcfg = pipe.finetune
     corpus = load_corpus_for(runs_of(pipe).base.folder, pipe.pretrain.data)
     model = _probe_model(pipe, run, corpus.tokenizer)
-    measured = lm_metrics(model, corpus.streams["test"], fcfg.l_train,
-                          [m * fcfg.l_train for m in fcfg.eval_multiples],
-                          fcfg.eval_max_chunks, fcfg.metric_samples, seed=pipe.seed)
+    measured = lm_metrics(pipe, model, corpus, fcfg.l_train,
+                          [m * fcfg.l_train for m in fcfg.eval_multiples])
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / "config.json", run.identity)
     metrics = {"run": run.name, "model": run.identity["model"], "rope": run.identity["rope"],

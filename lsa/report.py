@@ -21,7 +21,11 @@ from typing import Any, Literal
 from lsa.files import read_json
 
 Grade = Literal["A", "B", "?"]
-Verdict = Literal["agrees", "disagrees", "inconclusive", "not run"]
+Verdict = Literal["agrees", "disagrees", "inconclusive", "not run", "premise not met",
+                  "helps", "hurts", "no effect", "passes", "fails", "unclear"]
+#: ``paper``: a claim of the paper (agrees / disagrees / inconclusive); ``control``: one of the
+#: project's own controls and audits, with its own outcome words (helps / hurts / no effect)
+Kind = Literal["paper", "control"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class Claim:
     ours: str
     verdict: Verdict
     evidence: str = ""
+    kind: Kind = "paper"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,8 +133,10 @@ def fmt(value: float, digits: int = 3) -> str:
 def claims_table(claims: list[dict[str, Any]]):
     import pandas as pd
 
-    cols = ["id", "section", "claim", "paper", "grade", "ours", "verdict", "evidence"]
-    return pd.DataFrame(claims, columns=cols)
+    cols = ["id", "section", "kind", "claim", "paper", "grade", "ours", "verdict", "evidence"]
+    table = pd.DataFrame(claims, columns=cols)
+    table["kind"] = table["kind"].fillna("paper")
+    return table
 
 
 def collect_claims(metrics_files: list[Path]) -> list[dict[str, Any]]:

@@ -248,7 +248,12 @@ def _read(path: Path) -> Any:
 
 
 def base_identity(pipe: PipelineConfig) -> dict[str, Any]:
-    return pipe.pretrain.to_dict()
+    """The pretraining settings and the copy probes the base model is measured by (the premise
+    gates' numbers: ``lsa.jobs.base_probe_lengths``)."""
+    ft = pipe.finetune
+    return {**pipe.pretrain.to_dict(),
+            "probes": {"copy_probes": ft.copy_probes, "metric_seed": ft.metric_seed,
+                       "longest": max(ft.eval_multiples) * ft.l_train}}
 
 
 GRID_KEYS = ("methods", "alphas", "seeds", "runs")  # which runs exist, not what each one is
@@ -277,7 +282,8 @@ def babilong_eval_identity(pipe: PipelineConfig, finetuned: Run) -> dict[str, An
     return {"finetune": finetuned.id, "seed": pipe.seed, **{k: bl[k] for k in EVAL_KEYS}}
 
 
-PROTOCOL_KEYS = ("l_train", "eval_multiples", "eval_max_chunks", "metric_samples")
+PROTOCOL_KEYS = ("l_train", "eval_multiples", "eval_max_chunks", "metric_samples", "metric_seed",
+                 "copy_probes")
 
 
 def probe_identity(pipe: PipelineConfig, source: Run | str, rope: dict[str, Any] | None
@@ -286,7 +292,7 @@ def probe_identity(pipe: PipelineConfig, source: Run | str, rope: dict[str, Any]
     it, and the fine-tuning runs' evaluation protocol."""
     ft = pipe.finetune.to_dict()
     return {"model": source.id if isinstance(source, Run) else source, "rope": rope,
-            "seed": pipe.seed, "protocol": {k: ft[k] for k in PROTOCOL_KEYS}}
+            "protocol": {k: ft[k] for k in PROTOCOL_KEYS}}
 
 
 def probe_name(model: str) -> str:
@@ -340,8 +346,10 @@ def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
             specs += [make_run(method, a, seed) for method in ab.sweep_methods
                       for a in ab.sweep_alphas]
         if "l_extra" in ab.items:
-            specs += [make_run(m, a, seed, l_extra_setting=x) for a in ab.l_extra_alphas
-                      for x in ab.l_extra_settings]
+            specs += [make_run(m, a, seed, divergence=d, l_extra_setting=x)
+                      for d, alphas in (("sce", ab.l_extra_alphas),
+                                        ("jeffreys", ab.l_extra_jeffreys_alphas))
+                      for a in alphas for x in ab.l_extra_settings]
         if "exposure" in ab.items:
             specs += [make_run(m, 0.0, seed), make_run(m, 0.0, seed, ce_on="both"),
                       make_run(m, ab.alpha, seed)]
@@ -355,6 +363,15 @@ def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
     for spec in specs:
         unique.setdefault(spec.name, spec)
     return list(unique.values())
+
+
+def gate_specs(pipe: PipelineConfig) -> list[RunConfig]:
+    """The premise gates' fine-tuning runs (``lsa.gates``): CE-only runs of every grid method
+    and of raw fine-tuning without a positional method (``none``), at the grid's seeds."""
+    ft = pipe.finetune
+    if 0.0 not in ft.alphas:
+        return []
+    return [make_run(m, 0.0, s) for s in ft.seeds for m in (*ft.methods, "none")]
 
 
 def babilong_specs(bl: BabilongConfig) -> list[RunConfig]:
@@ -377,7 +394,7 @@ def check_plan(pipe: PipelineConfig) -> None:
         raise ConfigError(f"finetune.runs: run names must be unique; {twice[0]!r} is also a "
                           "grid run (grid runs are named METHOD_aALPHA_sSEED)")
     grid = {r.name: r.to_dict() for r in specs}
-    for spec in ablation_specs(pipe.ablation):
+    for spec in [*ablation_specs(pipe.ablation), *gate_specs(pipe)]:
         if spec.name in grid and grid[spec.name] != spec.to_dict():
             raise ConfigError(f"finetune.runs: run {spec.name!r} has other settings than "
                               f"the ablation run of that name; rename it")
@@ -416,7 +433,10 @@ class RunSet:
         grid, ablation = finetune_specs(pipe.finetune), ablation_specs(pipe.ablation)
         self.grid = [s.name for s in grid]
         self.ablation = [s.name for s in ablation]
-        specs = {s.name: s for s in ablation}
+        gates = gate_specs(pipe)
+        self.gate_runs = [s.name for s in gates]
+        specs = {s.name: s for s in gates}
+        specs.update({s.name: s for s in ablation})
         specs.update({s.name: s for s in grid})  # equal settings (check_plan)
         self.finetune = {name: Run("finetune", name, pipe.profile,
                                    finetune_identity(pipe, base, s), s, (base,))
@@ -487,6 +507,9 @@ class RunSet:
                 runs = [self.finetune[n] for n in self.grid]
             elif kind == "ablation":
                 runs = [self.finetune[n] for n in self.ablation]
+            elif kind == "gates":
+                runs = [self.base, *(self.finetune[n] for n in self.gate_runs),
+                        self.probes["base"]]
             elif kind == "probe":
                 runs = list(self.probes.values())
             elif kind == "babilong":

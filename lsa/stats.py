@@ -155,6 +155,31 @@ def paired_proportion_interval(wins: int, losses: int, n: int, level: float = 0.
     return centre - half, centre + half
 
 
+def two_level_interval(groups: list, n_resamples: int = 2000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of a mean whose values come in ``groups`` (one array per training
+    seed): each resample draws the groups with replacement, then the values inside each drawn
+    group with replacement, and averages all drawn values. The variance between groups (seeds)
+    is inside the interval, not only the variance of the values (answers); with few groups it is
+    as wide as the groups disagree. NaN with no values."""
+    arrays = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    if not arrays:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_resamples)
+    for r in range(n_resamples):
+        picked = rng.integers(len(arrays), size=len(arrays))
+        total, count = 0.0, 0
+        for i in picked:
+            a = arrays[i]
+            total += a[rng.integers(len(a), size=len(a))].sum()
+            count += len(a)
+        means[r] = total / count
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return float(low), float(high)
+
+
 # ---------------------------------------------------------------------------------------------
 # correlations (Table 1)
 
@@ -250,25 +275,37 @@ class Comparison:
     worse: str
     score: str
     method: str
-    difference: float      # |r(better)| - |r(worse)|
+    difference: float      # direction * r(better) - direction * r(worse)
     low: float
     high: float
     n: int
+    r_better: float = math.nan
+    r_worse: float = math.nan
+    direction: int = -1    # the sign the paper expects of each correlation
+
+    @property
+    def right_sign(self) -> bool:
+        """``better``'s correlation points the paper's way (a wrong sign is a disagreement
+        before any comparison of strength)."""
+        return self.direction * self.r_better > 0
 
     @property
     def holds(self) -> bool:
-        """``better`` predicts better: the interval of the difference lies above 0."""
-        return self.low > 0
+        """``better`` predicts better in the paper's direction: it points the right way and
+        the interval of the signed difference lies above 0."""
+        return self.right_sign and self.low > 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "holds": self.holds}
+        return {**asdict(self), "right_sign": self.right_sign, "holds": self.holds}
 
 
 def compare_predictors(table, a: str, b: str, score: str, method: Method = "pearson", *,
-                       n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
-                       ) -> Comparison:
-    """Does ``a`` predict ``score`` better than ``b``? The bootstrap interval (resampling
-    models) of ``|r(a, score)| - |r(b, score)|``."""
+                       n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
+                       direction: int = -1) -> Comparison:
+    """Does ``a`` predict ``score`` better than ``b``, in the direction the paper expects
+    (``direction``: -1, more of the predictor, a lower score)? The bootstrap interval
+    (resampling the table's rows: its units) of ``direction * (r(a) - r(b))``, signed: a
+    predictor pointing the wrong way gets no credit for its size."""
     cols = np.column_stack([np.asarray(table[c], dtype=float) for c in (a, b, score)])
     cols = cols[np.isfinite(cols).all(axis=1)]
     if len(cols) < 4:
@@ -276,12 +313,24 @@ def compare_predictors(table, a: str, b: str, score: str, method: Method = "pear
     corr = _corr(method)
 
     def diff(xa, xb, y):
-        return abs(corr(xa, y)) - abs(corr(xb, y))
+        return direction * (corr(xa, y) - corr(xb, y))
 
     value = diff(cols[:, 0], cols[:, 1], cols[:, 2])
     low, high = _bootstrap_ci(diff, (cols[:, 0], cols[:, 1], cols[:, 2]), n_resamples, seed,
                               confidence)
-    return Comparison(a, b, score, method, value, low, high, len(cols))
+    return Comparison(a, b, score, method, value, low, high, len(cols),
+                      corr(cols[:, 0], cols[:, 2]), corr(cols[:, 1], cols[:, 2]), direction)
+
+
+def p_text(p: float, n_permutations: int) -> str:
+    """A permutation p-value as measured: at the floor of ``n_permutations`` resamples (no
+    permuted statistic as extreme) it reads "< 1/(B+1)", never the floor itself."""
+    if p is None or not math.isfinite(p):
+        return "n/a"
+    floor = 1.0 / (n_permutations + 1)
+    if p <= 2 * floor + 1e-12:  # two-sided: scipy doubles the one-sided floor
+        return f"< {2 * floor:.2g} (the floor of {n_permutations} permutations)"
+    return f"{p:.2g}"
 
 
 def partial_correlation(x, y, z) -> float:

@@ -87,18 +87,77 @@ def test_paired_effects_by_hand():
     assert sign_verdict(math.nan, math.nan, -1, 0) == "not run"
 
 
-def test_closing_text_says_what_the_intervals_say():
-    eff = pd.DataFrame([
-        {"method": "pi", "setting": "Jeffreys 1", "baseline": "pi CE", "column": "ppl_4x",
-         "baseline_mean": 10.0, "changed_mean": 9.0, "delta": -1.0, "low": -1.5, "high": -0.5,
-         "seeds": 3},
-        {"method": "pi", "setting": "SCE 0.1", "baseline": "pi CE", "column": "ppl_4x",
-         "baseline_mean": 10.0, "changed_mean": 11.0, "delta": 1.0, "low": 0.5, "high": 1.5,
-         "seeds": 3}])
-    text = ablation.closing_text(eff, "ppl_4x")
-    assert "**Jeffreys 1** lowers it" in text and "**SCE 0.1** raises it" in text
-    assert "Alignment without sharpening helps" in text
-    assert "not run" in ablation.closing_text(None, "ppl_4x")
+def _eff(rows):
+    base = {"baseline_mean": 10.0, "changed_mean": 9.0, "seeds": 3, "method": "pi"}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_closing_text_leads_with_the_same_cost_control_and_the_metric():
+    eff = _eff([
+        {"setting": "Jeffreys 1", "baseline": "pi CE (both windows)", "column": "nll_4x",
+         "delta": -0.1, "low": -0.15, "high": -0.05},
+        {"setting": "Jeffreys 1", "baseline": "pi CE", "column": "nll_4x",
+         "delta": -0.2, "low": -0.3, "high": -0.1},
+        {"setting": "Jeffreys 1", "baseline": "pi CE", "column": "misalignment",
+         "delta": 0.04, "low": -0.09, "high": 0.18},
+        {"setting": "SCE 0.1", "baseline": "pi CE (both windows)", "column": "nll_4x",
+         "delta": 0.1, "low": -0.2, "high": 0.4},
+        {"setting": "SCE 0.1", "baseline": "pi CE", "column": "nll_4x",
+         "delta": 0.1, "low": 0.05, "high": 0.15}])
+    text = ablation.closing_text(eff, "nll_4x")
+    jeff = next(line for line in text.splitlines() if line.startswith("- **Jeffreys 1**"))
+    assert jeff.index("against pi CE (both windows): helps") < jeff.index("against pi CE: helps")
+    assert "L_misalign unclear" in jeff and "helps without lowering the paper's metric" in jeff
+    assert "against pi CE: hurts" in text and "against pi CE (both windows): unclear" in text
+    assert "Against the same-cost control, alignment without sharpening helps" in text
+    assert "not run" in ablation.closing_text(None, "nll_4x")
+
+
+def test_one_claim_per_comparison_the_papers_direction_and_the_controls_apart():
+    from lsa.config import AblationConfig
+
+    cfg = AblationConfig(items=["divergence", "alpha_sweep", "exposure", "parts"], seeds=[0, 1],
+                         sce_alphas=[0.1, 0.3, 1.0], jeffreys_alphas=[1.0], entropy_alphas=[0.1],
+                         sweep_methods=["pi"], sweep_alphas=[0.0, 0.1, 1.0])
+    pairs = (ablation.divergence_pairs(cfg) + ablation.sweep_pairs(cfg)
+             + ablation.exposure_pairs(cfg) + ablation.parts_pairs(cfg))
+    rows = [{"method": m, "setting": st, "baseline": f"{bm} {bs}", "column": col,
+             "delta": -1.0, "low": -2.0, "high": -0.5}
+            for m, st, bm, bs in pairs for col in ("nll_4x", "ppl_4x", "misalignment",
+                                                     "jeffreys", "mean_entropy")]
+    eff = _eff(rows)
+    out = ablation.Claims()
+    ablation.divergence_claims(out, eff, cfg, "nll_4x")
+    ablation.sweep_claims(out, pd.DataFrame(), eff, cfg, "nll_4x")
+    ablation.exposure_claims(out, eff, cfg, "nll_4x")
+    ablation.parts_claims(out, eff, cfg, "nll_4x")
+    keys = [(c.claim, c.ours) for c in out.claims]
+    assert len(out.seen) == len(out.claims) == len(set(out.seen.values()))
+    by = {c.claim: c for c in out.claims}
+    # SCE 0.1 against CE-only: the paper's claim, "lower"; SCE 1: the paper's "higher" (Table 4)
+    low = by["CE + 0.1 x SCE lowers the longest-window NLL (pi)"]
+    assert low.kind == "paper" and low.verdict == "agrees"
+    high = by["CE + 1 x SCE raises the longest-window NLL (pi)"]
+    assert high.kind == "paper" and high.verdict == "disagrees"  # it lowered it here
+    # no paper direction at 0.3, none for Jeffreys, none against the same-cost control
+    for claim in out.claims:
+        if "0.3 x SCE" in claim.claim or "Jeffreys" in claim.claim or "both windows" in \
+                claim.claim:
+            assert claim.kind == "control" and claim.verdict in ("helps", "lowers")
+    # the sweep's SCE 0.1 / SCE 1 vs CE and parts' "combining" pair are item 1's: not again
+    assert not any(c.claim.startswith("Combining both") for c in out.claims)
+    assert not any(c.id.startswith("A2.") for c in out.claims)
+    # the same-cost comparison comes before CE-only for every arm
+    ids = [c.id for c in out.claims if c.claim.startswith("CE + 0.1 x SCE")]
+    assert "both windows" in by[next(c.claim for c in out.claims if c.id == ids[0])].claim
+    assert len(keys) == len(set(keys))
+
+
+def test_multiplicity_counts_the_tests():
+    claims = [{"verdict": "agrees", "kind": "paper"}, {"verdict": "unclear", "kind": "control"},
+              {"verdict": "not run", "kind": "paper"}]
+    text = ablation.multiplicity_text(claims)
+    assert text.startswith("2 comparisons tested (1 of the paper's claims, 1 controls), 1 clear")
 
 
 def test_equal_compute_is_counted_not_timed():
@@ -118,7 +177,9 @@ def test_the_compute_claim_takes_the_run_nearest_to_equal_counted_work():
                          "column": "ppl_4x", "delta": 11.0, "low": 7.0, "high": 15.0,
                          "seeds": 2, "baseline_mean": 180.0, "changed_mean": 191.0,
                          "noise": 1.0}])
-    (claim,) = ablation.compute_claims(eff, cfg, "ppl_4x", 60, 120.0)
+    out = ablation.Claims()
+    ablation.compute_claims(out, eff, cfg, "ppl_4x", 60, 120.0)
+    (claim,) = out.claims
     assert claim.verdict == "disagrees" and "PPL 180 -> 191" in claim.ours
     assert "CE-only 120 steps, the run nearest to equal counted work" in str(claim)
 

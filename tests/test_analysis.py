@@ -71,7 +71,8 @@ def test_babilong_tables_and_claims_by_hand():
     assert set(table["accuracy"]) == {50.0, 75.0} and set(table["seeds"]) == {2}
     claims = {c["id"]: c for c in analysis.babilong_claims(acc, pd.DataFrame())}
     # 8 answers per cell: the intervals are too wide for a verdict (tests/test_babilong.py)
-    assert claims["S5.4.gate.qa1"]["verdict"] == "inconclusive"  # 50 %, Wilson 22-78 %
+    assert claims["S5.4.gate.qa1"]["verdict"] == "unclear"  # 50 %, Wilson 22-78 %
+    assert claims["S5.4.gate.qa1"]["kind"] == "control"  # a sanity check, not the paper's
     assert claims["S5.4.len2x"]["verdict"] == "inconclusive"     # +25 points, CI -12 to +52
     assert "42.4 -> 44.4" in claims["S5.4.len2x"]["paper"]
 
@@ -234,9 +235,9 @@ def test_evaluate_design_claims_map_the_paper_by_absolute_length(evaluated):
     assert "42.4 -> 44.4" in pi8k["paper"] and pi8k["verdict"] == "disagrees"
     assert "pi trained at 4096 tokens" in pi8k["claim"]
     # 100 prompts x 2 tasks: 50 % and 75 % are clear of chance + 10 (qa1: 26.7 %)
-    assert claims["S5.4.clex-8192.gate.qa1"]["verdict"] == "agrees"
+    assert claims["S5.4.clex-8192.gate.qa1"]["verdict"] == "passes"
     assert "at 8192 tokens" in claims["S5.4.clex-8192.gate.qa1"]["claim"]
-    assert claims["S5.4.pi-4096.gate.qa2"]["verdict"] == "agrees"
+    assert claims["S5.4.pi-4096.gate.qa2"]["verdict"] == "passes"
     assert claims["S5.4.clex-8192.depth0"]["verdict"] == "agrees"     # comparable
     assert claims["S5.4.pi-4096.depth50"]["verdict"] == "agrees"
     assert "38" in claims["S5.4.pi-4096.depth50"]["paper"]

@@ -437,8 +437,11 @@ def test_paired_interval_by_hand():
     centre, se = 3 / 12, math.sqrt(4 - 3 ** 2 / 12) / 12
     z = 1.959963984540054
     assert (row["ce"], row["reg"], row["delta"]) == pytest.approx((40.0, 70.0, 30.0))
-    assert (row["ci_low"], row["ci_high"]) == pytest.approx((100 * (centre - z * se),
-                                                             100 * (centre + z * se)))
+    assert (row["answers_low"], row["answers_high"]) == pytest.approx(
+        (100 * (centre - z * se), 100 * (centre + z * se)))
+    # the verdict's interval has the seed as its unit (seeds, then answers): seed 0 gains 40
+    # points, seed 1 gains 20; no pair loses, so no resample is below 0
+    assert 0 <= row["ci_low"] < 20 and 40 < row["ci_high"] <= 100
     assert (row["n"], row["seeds"]) == (10, 2)
     assert row["seed_std"] == pytest.approx(math.sqrt(200))     # +40 and +20 points
     # no disagreement still leaves a width: +-z/10 on 8 pairs, about +-z/n on many
@@ -479,6 +482,22 @@ def test_babilong_verdicts_only_outside_the_interval():
     assert claims["S5.4.len2x"]["verdict"] == "disagrees"
 
 
+def test_a_gain_only_one_seed_shows_is_not_a_verdict():
+    """Seed 0: the regularized run answers 40 more of 100 prompts; seed 1: no difference. Over
+    the 200 answers alone the gain is clear; with the seed as the unit it is not."""
+    from lsa.analysis import paired_accuracy
+    from lsa.stats import sign_verdict
+
+    ce = [0] * 100
+    rows = answers({(0.0, 0): ce, (0.1, 0): [1] * 40 + [0] * 60,
+                    (0.0, 1): ce, (0.1, 1): ce})
+    (row,) = paired_accuracy(rows, ["multiple"], 0.1).to_dict(orient="records")
+    assert row["delta"] == pytest.approx(20.0)
+    assert row["answers_low"] > 10                         # answers only: "agrees"
+    assert row["ci_low"] <= 0 < 20 < row["ci_high"]        # seeds, then answers: no verdict
+    assert sign_verdict(row["ci_low"], row["ci_high"], +1) == "inconclusive"
+
+
 def test_gate_and_depth_zero_use_intervals():
     import pandas as pd
 
@@ -487,10 +506,10 @@ def test_gate_and_depth_zero_use_intervals():
     # gate: 50 % of 8 answers (Wilson 21.5-78.5 %) is not clearly above chance + 10 = 26.7 %
     small = answers({(0.0, 0): [1, 0] * 4})
     assert {c["id"]: c for c in babilong_claims(small, small.iloc[:0])}[
-        "S5.4.gate.qa1"]["verdict"] == "inconclusive"
+        "S5.4.gate.qa1"]["verdict"] == "unclear"
     big = answers({(0.0, 0): [1, 0] * 100})
     assert {c["id"]: c for c in babilong_claims(big, big.iloc[:0])}[
-        "S5.4.gate.qa1"]["verdict"] == "agrees"
+        "S5.4.gate.qa1"]["verdict"] == "passes"
     # depth 0: "comparable" = the paired interval within +-5 points
     same = [1, 0] * 200
     changed = [1, 0] * 190 + [1, 1] * 10          # +2.5 points, interval +0.9 to +4.1

@@ -62,6 +62,12 @@ def test_perplexity_by_hand_on_a_toy_model():
     capped = perplexity(Bigram(4), stream, [2, 4], max_chunks=2)  # book 1's two blocks only
     assert capped[4]["nll"] == pytest.approx((4 * same + 2 * other) / 6)
     assert capped[2]["ppl"] == pytest.approx(2.0)
+    # beyond 2: the targets at positions 2 and 3 of each 4-chunk (context longer than 2):
+    # [1 1 2 2] -> o s, [3 3 1 1] -> o s, [1 2 3 1] -> o o; none at L = 2
+    far = perplexity(Bigram(4), stream, [2, 4], beyond=2)
+    assert far[4]["nll_beyond"] == pytest.approx((2 * same + 4 * other) / 6)
+    assert far[4]["tokens_beyond"] == 6 and "nll_beyond" not in far[2]
+    assert far[4]["nll"] == got[4]["nll"]
 
 
 def test_no_chunk_crosses_a_book(tmp_path):

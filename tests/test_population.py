@@ -15,8 +15,8 @@ def models(n: int = 12, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame({"model": [f"m{i}" for i in range(n)], "misalignment": mis,
                          "jeffreys": jeff, "entropy": mis - jeff, "l2": mis / 10,
                          "train_loss": rng.normal(size=n), "score_2x": -mis,
-                         "score_4x": -2 * mis, "held_out": [i % 3 == 0 for i in range(n)],
-                         "babilong": np.nan})
+                         "score_4x": -2 * mis, "babilong": np.nan,
+                         "method": ["pi", "yarn", "clex", "none"] * (n // 4)})
 
 
 def test_scores_are_the_window_scores_by_length():
@@ -35,13 +35,15 @@ def test_table1_and_claims_on_a_known_population():
     partial = population.partial_rows(t, ["score_4x"], n_resamples=300)
     ranking = stats.correlation(t["l2"], t["misalignment"], "spearman", n_resamples=300,
                                 n_permutations=300).to_dict()
-    claims = {c["id"]: c for c in population.claims(rows, comp, partial, rows.iloc[0:0],
-                                                    ranking, "score_4x")}
+    claims = {c["id"]: c for c in population.claims(rows, comp, partial, pd.DataFrame(),
+                                                    ranking, "score_4x", 300)}
     assert claims["T1.1"]["verdict"] == "agrees"       # r = -1, interval below 0
     assert claims["T1.3"]["verdict"] == "agrees"       # |r| 1 vs noise
     assert claims["T1.4"]["verdict"] == "disagrees"    # here the entropy carries it
     assert claims["T1.6"]["verdict"] == "agrees"       # L2 is SCE / 10: same ranking
-    assert "T1.7" not in claims                        # no held-out rows given
+    assert "T1.7" not in claims                        # no leave-one-out rows given
+    assert "the floor of 2000" not in claims["T1.1"]["ours"]  # 300 permutations here
+    assert "< 0.0066 (the floor of 300 permutations)" in claims["T1.1"]["ours"]
     assert "-0.85" in claims["T1.1"]["paper"] and claims["T1.1"]["grade"] == "A"
 
 
@@ -52,3 +54,35 @@ def test_partial_correlation_removes_what_the_training_loss_explains():
     r, low, high = stats.partial_correlation_ci(x, y, z, n_resamples=300)
     assert stats.correlation(x, y, n_resamples=100, n_permutations=100).r > 0.95
     assert low <= r <= high and abs(r) < 0.25  # independent noise once z is removed
+
+
+def test_units_average_seeds_and_the_primary_view_keeps_untrained_unexcluded_models():
+    rows = []
+    for unit, trained, alpha, ppl, seeds in [("pi CE", "none", 0.0, 100.0, (0, 1)),
+                                             ("pi SCE 0.1", "sce", 0.1, 110.0, (0, 1)),
+                                             ("pi SCE 1", "sce", 1.0, 900.0, (0,)),
+                                             ("base", "none", 0.0, 120.0, (None,)),
+                                             ("pi CE, 5 steps", "none", 0.0, 500.0, (0,))]:
+        for seed in seeds:
+            rows.append({"model": f"{unit}/{seed}", "unit": unit, "kind": "k",
+                         "trained_on": trained, "method": "pi", "setting": unit, "alpha": alpha,
+                         "seed": seed, "ppl_1x": ppl, "misalignment": 1.0 + (seed or 0),
+                         "score_beyond_4x": -ppl / 100 - (seed or 0)})
+    table = pd.DataFrame(rows)
+    base = table["unit"] == "base"
+    table["excluded"] = table["ppl_1x"] > 3.0 * float(table.loc[base, "ppl_1x"].iloc[0])
+    views = population.views(table, 0.1, ["score_beyond_4x"])
+    assert list(views["primary"]["unit"]) == ["pi CE", "base"]  # 360 < 500: excluded
+    pi = views["primary"].set_index("unit").loc["pi CE"]
+    assert pi["seeds"] == 2 and pi["misalignment"] == 1.5  # seeds averaged, kept as a count
+    assert pi["score_beyond_4x_seed_sd"] == pytest.approx(np.std([-1.0, -2.0], ddof=1))
+    assert list(views["with_regularized"]["unit"]) == ["pi CE", "pi SCE 0.1", "base"]
+    assert len(views["all"]) == 5
+    comp = population.composition(table)
+    assert comp["excluded"].sum() == 2 and comp["units"].sum() == 5
+
+
+def test_the_main_score_is_the_nll_beyond_the_window():
+    cols = population.scores(pd.DataFrame(columns=["score_2x", "score_4x", "score_beyond_2x",
+                                                   "score_beyond_4x", "score_copy_4x"]))
+    assert population.main_score(cols) == "score_beyond_4x"

@@ -25,19 +25,21 @@ from conftest import ROOT
 
 
 def test_ids_are_stable():
-    """Run ids name folders that already exist: the same configuration keeps its ids. The
-    fine-tuning ids changed once, when the grid's lists (methods, alphas, seeds, runs) left
-    their identity (so that adding a seed or an ablation run renames no run); the others are
-    those of the code before ``lsa.runs.Run`` (commit 89e0c63)."""
+    """Run ids name folders that already exist: the same configuration keeps its ids. They
+    change only when what determines a run's numbers changes: the fine-tuning ids once when
+    the grid's lists (methods, alphas, seeds, runs) left their identity (so that adding a seed
+    or an ablation run renames no run), and every id once when the testbed's measures joined
+    them (the base model's copy probes, ``data.recurrence``, the one metric seed and the copy
+    probes of the protocol: CHANGELOG.md, 2026-11-30)."""
     smoke = runs_of(from_mapping({"profile": "smoke"}))
-    assert smoke.base.id == "base-7149dd109a"
-    assert smoke.finetune["pi_a0.1_s0"].id == "pi_a0.1_s0-bbf8f31437"
-    assert smoke.babilong["babilong_pi_a0_s0"].id == "babilong_pi_a0_s0-0e38a0536a"
+    assert smoke.base.id == "base-9cd7efb343"
+    assert smoke.finetune["pi_a0.1_s0"].id == "pi_a0.1_s0-0eaecb55ed"
+    assert smoke.babilong["babilong_pi_a0_s0"].id == "babilong_pi_a0_s0-2325d672a8"
     evaluate = runs_of(from_mapping({"profile": "smoke", "seed": 1,
                                      "defaults": {"babilong": {"design": "evaluate"}}}))
-    assert evaluate.base.id == "base-ee8ddf8577"
-    assert evaluate.finetune["clex_a0_s0"].id == "clex_a0_s0-8759e75ddd"
-    assert evaluate.babilong_eval["clex_a0_s0"].id == "babilong-eval_clex_a0_s0-e24e915154"
+    assert evaluate.base.id == "base-735b8dfffa"
+    assert evaluate.finetune["clex_a0_s0"].id == "clex_a0_s0-19a37b7e55"
+    assert evaluate.babilong_eval["clex_a0_s0"].id == "babilong-eval_clex_a0_s0-cc37536a7f"
     more = runs_of(from_mapping({"profile": "smoke",
                                  "defaults": {"finetune": {"seeds": [0, 5]}}}))
     assert more.finetune["pi_a0.1_s0"].id == smoke.finetune["pi_a0.1_s0"].id
@@ -53,7 +55,8 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
     assert len({r.id for r in every}) == len(every)
     assert runs.grid == [s.name for s in finetune_specs(pipe.finetune)]
     assert runs.ablation == [s.name for s in ablation_specs(pipe.ablation)]
-    assert list(runs.finetune) == list(dict.fromkeys(runs.ablation + runs.grid))
+    assert list(runs.finetune) == list(dict.fromkeys(runs.gate_runs + runs.ablation + runs.grid))
+    assert "none_a0_s0" in runs.gate_runs and "pi_a0_s0" in runs.gate_runs  # the gates' runs
     # an ablation run the grid has is the grid's run: one folder
     assert "pi_a0.1_s0" in runs.grid and "pi_a0.1_s0" in runs.ablation
     assert [r.id for r in runs.used_by(["ablation", "finetune"])].count(

@@ -84,6 +84,24 @@ def test_compare_predictors_finds_the_better_one():
     assert not reverse.holds and reverse.high < 0
 
 
+def test_a_predictor_pointing_the_wrong_way_gets_no_credit_for_its_size():
+    """|r| would rank "wrong" (r = +0.99 with the score, the paper expects a negative r) above
+    "right" (r about -0.5); the signed comparison does not."""
+    rng = np.random.default_rng(3)
+    score = rng.normal(size=40)
+    table = pd.DataFrame({"wrong": score + 0.05 * rng.normal(size=40),
+                          "right": -score + 1.5 * rng.normal(size=40), "score": score})
+    cmp = stats.compare_predictors(table, "wrong", "right", "score", n_resamples=500)
+    assert cmp.r_better > 0.95 and cmp.r_worse < 0
+    assert not cmp.right_sign and not cmp.holds and cmp.high < 0
+    assert stats.compare_predictors(table, "right", "wrong", "score", n_resamples=500).holds
+
+
+def test_a_p_value_at_the_permutation_floor_says_so():
+    assert stats.p_text(2 / 2001, 2000).startswith("< 0.001 (the floor of 2000 permutations)")
+    assert stats.p_text(0.034, 2000) == "0.034"
+
+
 def test_correlation_rows_cover_every_predictor_score_and_method():
     rng = np.random.default_rng(2)
     table = pd.DataFrame(rng.normal(size=(12, 3)), columns=["a", "b", "s"])

@@ -58,8 +58,14 @@ def test_reproduce_is_recorded_only_when_jobs_ran(out_root):
 def _fake_outputs(profile):
     report = paths.section_dir(profile, publish.REPORT)
     files.atomic_write_text(report / "claims.md", "| id | verdict |\n")
-    files.atomic_write_text(report / "claims.csv", "id,verdict\n")
+    files.atomic_write_text(report / "claims.csv",
+                            "id,section,kind,claim,paper,grade,ours,verdict,evidence\n"
+                            "T1.1,Sec. 4.1,paper,c,p,A,o,agrees,e\n"
+                            "A1.1,Sec. 5.3,control,d,-,?,o,helps,e\n")
     files.write_json(report / "run_info.json", {"git_commit": "abc123"})
+    files.write_json(report / "metrics.json", {"gates": [
+        {"gate": "G1", "question": "q", "value": 1.0, "low": 0.8, "high": 1.2,
+         "threshold": 0.5, "passed": True, "detail": "d"}]})
     figs = paths.figures_dir(profile)
     figs.mkdir(parents=True)
     (figs / "fig_a.png").write_bytes(b"\x89PNG fake")
@@ -92,9 +98,21 @@ def test_publish_copies_claims_pngs_and_html_and_stamps_them(out_root, tmp_path,
     dest = tmp_path / "pub"
     dest.mkdir()
     (dest / "stale.png").write_text("from an older snapshot")
+    (dest / "claims.csv").write_text("id,section,kind,claim,paper,grade,ours,verdict,evidence\n"
+                                     "T1.1,Sec. 4.1,paper,c,p,A,o,disagrees,e\n"
+                                     "T1.9,Sec. 4.1,paper,c,p,A,o,agrees,e\n")
     publish.publish("smoke", dest=dest)
     assert sorted(p.name for p in dest.iterdir()) == [
-        "STAMP.md", "claims.csv", "claims.md", "figures", "notebooks", "stamp.json"]
+        "RESULTS.md", "STAMP.md", "claims.csv", "claims.md", "figures", "gates.json",
+        "notebooks", "stamp.json"]
+    results = (dest / "RESULTS.md").read_text()
+    assert "| G1 | q | 1 [0.8, 1.2] | >= 0.5 | pass |" in results
+    assert "**The paper's claims** (1): 1 agrees" in results
+    assert "**The project's controls and audits (not verdicts on the paper)** (1): 1 helps" \
+        in results
+    # what moved: against the claims.csv of the snapshot it replaced
+    assert "verdicts changed (1): T1.1 disagrees -> agrees" in results
+    assert "claims added (1): A1.1" in results and "claims gone (1): T1.9" in results
     assert [p.name for p in (dest / "figures").iterdir()] == ["fig_a.png"]  # PNG only
     html = (dest / "notebooks" / f"{publish.REPORT}.html").read_text()
     assert "Title here" in html and "<html" in html.lower()

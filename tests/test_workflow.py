@@ -85,8 +85,10 @@ def test_config_values_reach_every_job_through_the_resolved_file(out_root):
     params = yaml.safe_load(shlex.split(line.split(" -y ", 1)[1].split(" > ")[0])[0])
     assert params["config_file"].endswith("results/smoke/config.yaml")
     assert set(params) == {"profile", "config_file", "run_ids"}  # settings: from that file
-    assert sorted(params["run_ids"]) == sorted(seeded[k] for k in seeded
-                                               if k.startswith("babilong"))
+    # its BABILong runs, then the premise gates' runs (lsa.gates)
+    wanted = runs_of(load_config(resolved_file("smoke"))).used_by(["babilong", "gates"])
+    assert sorted(params["run_ids"]) == sorted(r.id for r in wanted)
+    assert {seeded[k] for k in seeded if k.startswith("babilong")} <= set(params["run_ids"])
 
 
 def test_a_user_configfile_reaches_every_job(out_root, tmp_path):
@@ -99,7 +101,8 @@ def test_a_user_configfile_reaches_every_job(out_root, tmp_path):
     grid = {"finetune run pi_a0_s0", "finetune run pi_a0.3_s0"}
     specs = ablation_specs(load_config(profile="smoke").ablation)
     ablation = {f"finetune run {s.name}" for s in specs}
-    assert {k for k in ids if k.startswith("finetune")} == grid | ablation
+    gates = {"finetune run pi_a0_s0", "finetune run none_a0_s0"}  # the premise gates' CE runs
+    assert {k for k in ids if k.startswith("finetune")} == grid | ablation | gates
     assert load_config(resolved_file("smoke")).finetune.alphas == [0.0, 0.3]
 
 

@@ -65,6 +65,22 @@ class Result:
         return table.drop(columns=["section"]).to_markdown(index=False)
 
 
+def with_premise(setup: Setup, result: Result) -> Result:
+    """``result`` with the premise gates (``lsa.gates``): their table first, the section's
+    verdicts turned into "premise not met" where a gate it needs failed, the gates in its
+    metrics and the sentence that says which in ``notes["premise"]``."""
+    from lsa import gates
+
+    found = gates.compute_gates(setup.pipe)
+    ok, text = gates.premise(found, setup.section)
+    result.tables = {"gates": gates.gates_table(found), **result.tables}
+    result.claims = gates.apply_premise(result.claims, found, setup.section)
+    result.metrics["gates"] = [g.to_dict() for g in found]
+    result.metrics["premise_met"] = ok
+    result.notes["premise"] = text
+    return result
+
+
 def save_figure(setup: Setup, result: Result, fig, name: str) -> None:
     """Save ``fig`` as ``figures/<profile>/<name>.png`` and ``.pdf`` and record it."""
     from lsa import plots

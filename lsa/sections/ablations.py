@@ -15,7 +15,7 @@ import pandas as pd
 from lsa import ablation, analysis, plots
 from lsa.notebook import Setup
 from lsa.runs import runs_of
-from lsa.sections import Result, save_figure
+from lsa.sections import Result, save_figure, with_premise
 
 ITEMS = ["divergence", "alpha_sweep", "l_extra", "exposure", "compute", "parts"]
 
@@ -33,22 +33,27 @@ def _ppl_columns(runs: pd.DataFrame) -> list[str]:
 
 
 def analyse(setup: Setup) -> Result:
-    """The runs of every configured item, their paired effects and claims, item by item."""
+    """The runs of every configured item, their paired effects and claims, item by item; each
+    distinct comparison is claimed once (``ablation.Claims``)."""
     pipe, cfg = setup.pipe, setup.settings
     names = runs_of(pipe).ablation
     setup.ensure_runs()
     runs = ablation.with_entropy(analysis.collect_runs(pipe, names))
-    long = ablation.longest_column(runs)
+    long, long_ppl = ablation.longest_column(runs), ablation.longest_column(runs, "ppl")
     columns = _ppl_columns(runs) + ["ppl_growth", "misalignment", "jeffreys", "mean_entropy"]
-    result = Result(tables={"runs": runs}, notes={"long": long, "columns": columns})
+    judged = [long, long_ppl]
+    metrics = [*judged, *ablation.METRIC_COLUMNS]
+    result = Result(tables={"runs": runs}, notes={"long": long_ppl, "long_nll": long,
+                                                  "columns": columns})
+    out = ablation.Claims()
     items: dict[str, Any] = {
-        "divergence": (ablation.divergence_pairs, columns, ablation.divergence_claims),
-        "alpha_sweep": (ablation.sweep_pairs, [long, "misalignment"],
-                        lambda eff, cfg, col: ablation.sweep_claims(runs, eff, cfg, col)),
-        "l_extra": (ablation.l_extra_pairs, [long, "misalignment"], ablation.l_extra_claims),
-        "exposure": (ablation.exposure_pairs, columns, ablation.exposure_claims),
-        "compute": (ablation.compute_pairs, [long], _compute_claims(setup, result)),
-        "parts": (ablation.parts_pairs, [long], ablation.parts_claims),
+        "divergence": (ablation.divergence_pairs, metrics, ablation.divergence_claims),
+        "alpha_sweep": (ablation.sweep_pairs, judged,
+                        lambda o, eff, cfg, col: ablation.sweep_claims(o, runs, eff, cfg, col)),
+        "l_extra": (ablation.l_extra_pairs, judged, ablation.l_extra_claims),
+        "exposure": (ablation.exposure_pairs, metrics, ablation.exposure_claims),
+        "compute": (ablation.compute_pairs, judged, _compute_claims(setup, result)),
+        "parts": (ablation.parts_pairs, judged, ablation.parts_claims),
     }
     for item, (pairs, cols, claims) in items.items():
         if item not in cfg.items:
@@ -56,22 +61,45 @@ def analyse(setup: Setup) -> Result:
             continue
         eff = ablation.effects(runs, pairs(cfg), cols)
         result.tables[f"effects_{item}"] = eff
-        result.claims += [c.to_dict() for c in claims(eff, cfg, long)]
+        claims(out, eff, cfg, long)
+    result.claims += [c.to_dict() for c in out.claims]
     divergence = result.tables.get("effects_divergence")
     result.metrics = {"items": list(cfg.items), "runs": runs.to_dict(orient="records"),
-                      "closing": ablation.closing_text(divergence, long)}
+                      "closing": ablation.closing_text(divergence, long),
+                      "multiplicity": ablation.multiplicity_text(result.claims)}
+    result = with_premise(setup, result)
+    result.tables["claims_paper"] = _claims_of(result.claims, "paper")
+    result.tables["claims_controls"] = _claims_of(result.claims, "control")
     return result
+
+
+def _claims_of(claims: list[dict[str, Any]], kind: str) -> pd.DataFrame:
+    from lsa.report import claims_table
+
+    table = claims_table(claims)
+    return table[table["kind"] == kind].drop(columns=["section", "kind"])
+
+
+def counts(result: Result) -> str:
+    """The section's claims counted apart: the paper's by verdict, the controls by outcome."""
+    table = result.tables
+    paper = table["claims_paper"]["verdict"].value_counts().to_dict()
+    ctrl = table["claims_controls"]["verdict"].value_counts().to_dict()
+    return (f"**The paper's claims** ({len(table['claims_paper'])}): "
+            + ", ".join(f"{n} {v}" for v, n in paper.items())
+            + f". **The project's controls and audits** ({len(table['claims_controls'])}; not "
+            "verdicts on the paper): " + ", ".join(f"{n} {v}" for v, n in ctrl.items()) + ".")
 
 
 def _compute_claims(setup: Setup, result: Result):
     """Item 5's claims, against the CE-only run nearest to equal counted work
     (``ablation.equal_compute_steps``); the accounting goes into the result's notes."""
-    def claims(eff, cfg, column):
+    def claims(out, eff, cfg, column):
         steps = setup.pipe.finetune.optim.steps
         accounting = ablation.equal_compute_steps(steps, setup.pipe.finetune.l_train)
         result.notes["compute"] = accounting
-        return ablation.compute_claims(eff, cfg, column, steps,
-                                       accounting["equal forward and backward tokens"])
+        ablation.compute_claims(out, eff, cfg, column, steps,
+                                accounting["equal forward and backward tokens"])
     return claims
 
 
@@ -91,24 +119,29 @@ def summary(setup: Setup, result: Result) -> pd.DataFrame:
 
 
 def figure_divergence(setup: Setup, result: Result):
-    """Item 1: paired change of the longest-window perplexity against alpha, per divergence."""
-    eff, long = result.tables.get("effects_divergence"), result.notes["long"]
+    """Item 1: paired change of the longest-window NLL against alpha, per divergence; one panel
+    per baseline, the same-cost control (CE on both windows) first."""
+    eff, long = result.tables.get("effects_divergence"), result.notes["long_nll"]
     if eff is None:
         return None
     data = eff[eff["column"] == long].copy()
     data["divergence"] = data["setting"].str.split(" ").str[0]
     data["alpha"] = data["setting"].str.split(" ").str[1].astype(float)
-    fig, ax = plots.plt.subplots(figsize=(6, 3.6))
-    for div, sub in data.groupby("divergence"):
-        sub = sub.sort_values("alpha")
-        err = [sub["delta"] - sub["low"], sub["high"] - sub["delta"]]
-        ax.errorbar(sub["alpha"], sub["delta"], yerr=err if sub["seeds"].min() > 1 else None,
-                    marker="o", capsize=3, label=div)
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xscale("log")
-    ax.set(xlabel="alpha", ylabel=f"paired change of {long}",
-           title="regularizer vs CE-only (95 % t interval over seeds)")
-    ax.legend(title="divergence")
+    baselines = sorted(data["baseline"].unique(), key=lambda b: "both" not in b)
+    fig, axes = plots.plt.subplots(1, len(baselines), figsize=(5 * len(baselines), 3.6),
+                                   squeeze=False, sharey=True)
+    for ax, baseline in zip(axes[0], baselines):
+        for div, sub in data[data["baseline"] == baseline].groupby("divergence"):
+            sub = sub.sort_values("alpha")
+            err = [sub["delta"] - sub["low"], sub["high"] - sub["delta"]]
+            ax.errorbar(sub["alpha"], sub["delta"], yerr=err if sub["seeds"].min() > 1 else None,
+                        marker="o", capsize=3, label=div)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xscale("log")
+        ax.set(xlabel="alpha", ylabel=f"paired change of {long}", title=f"vs {baseline}")
+        ax.legend(title="divergence")
+    fig.suptitle("regularizer against its baselines (95 % t interval over seeds)")
+    fig.tight_layout()
     save_figure(setup, result, fig, "fig_ablation_divergence")
     return fig
 
@@ -139,21 +172,23 @@ def figure_l_extra(setup: Setup, result: Result):
     cfg, runs = setup.settings, result.tables["runs"]
     if "effects_l_extra" not in result.tables:
         return None
-    lx = runs[(runs["method"] == cfg.method) & (runs["alpha"] > 0)
-              & (runs["divergence"] == "sce") & (runs["ce_on"] == "a")
-              & runs["alpha"].isin(cfg.l_extra_alphas)
+    arms = {f"{d} {a:g}" for d, a in ablation.l_extra_arms(cfg)}
+    lx = runs[(runs["method"] == cfg.method) & (runs["alpha"] > 0) & (runs["ce_on"] == "a")
               & runs["steps"].eq(setup.pipe.finetune.optim.steps)]
-    return _pointplot(setup, result, lx, "l_extra_setting", "alpha",
+    lx = lx.assign(arm=lx["divergence"] + " " + lx["alpha"].map("{:g}".format))
+    lx = lx[lx["arm"].isin(arms)]
+    return _pointplot(setup, result, lx, "l_extra_setting", "arm",
                       f"l_extra setting ({cfg.method}; mean and sd over seeds)",
                       "fig_ablation_l_extra")
 
 
 def best_of_item1(result: Result) -> str | None:
     """Item 1's lowest longest-window perplexity, beside item 3's fixed alphas."""
-    eff, long = result.tables.get("effects_divergence"), result.notes["long"]
+    eff, long = result.tables.get("effects_divergence"), result.notes["long_nll"]
     if eff is None or "effects_l_extra" not in result.tables:
         return None
-    best = eff[eff["column"] == long].sort_values("delta").iloc[0]
+    best = eff[(eff["column"] == long) & (eff["baseline"].str.endswith(" CE"))].sort_values(
+        "delta").iloc[0]
     return f"item 1's lowest {long}: {best.setting} (paired change {best.delta:+.3g})"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lsa import analysis, plots
 from lsa.notebook import Setup
-from lsa.sections import Result, save_figure
+from lsa.sections import Result, save_figure, with_premise
 
 
 def analyse(setup: Setup) -> Result:
@@ -19,7 +19,7 @@ def analyse(setup: Setup) -> Result:
     scorers = sorted(set(acc["scorer"]) | set(depth["scorer"]))
     tables = analysis.babilong_tables(acc, depth, alpha)
     by_length, by_depth = tables["table6_accuracy_by_length"], tables["table7_qa1_by_depth"]
-    return Result(
+    return with_premise(setup, Result(
         tables=tables, claims=analysis.babilong_claims(acc, depth, alpha),
         metrics={**sources, "scorer": scorers,
                  "accuracy_by_length": by_length.to_dict(orient="records"),
@@ -27,7 +27,7 @@ def analyse(setup: Setup) -> Result:
                      tables["table6_paired_difference"].to_dict(orient="records"),
                  "qa1_by_depth": by_depth.to_dict(orient="records"),
                  "paired_difference_by_depth":
-                     tables["table7_paired_difference"].to_dict(orient="records")})
+                     tables["table7_paired_difference"].to_dict(orient="records")}))
 
 
 def describe_sources(result: Result) -> str:

@@ -12,10 +12,13 @@ import pandas as pd
 from lsa import plots, population, stats
 from lsa.notebook import Setup
 from lsa.report import paper
-from lsa.sections import Result, save_figure
+from lsa.sections import Result, save_figure, with_premise
 
-TABLES = ["population", "table1", "comparisons", "audit_parts", "audit_partial", "audit_top1",
-          "audit_held_out"]
+TABLES = ["population", "composition", "units_primary", "table1", "table1_views",
+          "comparisons", "audit_parts", "audit_partial", "audit_top1", "audit_leave_one_out"]
+#: the columns population.csv starts with (one row per model); every predictor and score follow
+POPULATION_FIRST = ["model", "unit", "kind", "trained_on", "excluded", "group", "method",
+                    "setting", "alpha", "seed"]
 
 
 def _paper_r(row) -> float | None:
@@ -26,60 +29,69 @@ def _paper_r(row) -> float | None:
 
 
 def analyse(setup: Setup) -> Result:
+    """Table 1 on the primary population (units), the secondary views, the audits and the
+    claims; ``population.csv``: one row per model."""
     pipe, cfg, seed = setup.pipe, setup.settings, setup.seed
     setup.ensure_runs()
     table = population.population_table(pipe)
     scores = population.scores(table)
-    main = scores[0] if len(scores) == 1 else [s for s in scores if s.startswith("score_")][-1]
+    main = population.main_score(scores)
+    views = population.views(table, cfg.secondary_max_alpha, scores)
+    primary = views["primary"]
     kw = {"n_resamples": cfg.bootstrap, "seed": seed}
-    rows = population.table1(table, ["misalignment", "train_loss"], scores, **kw)
+    rows = population.table1(primary, ["misalignment", "train_loss"], scores, **kw)
     rows["paper r"] = rows.apply(_paper_r, axis=1)
-    comp = population.comparisons(table, scores, [("misalignment", "train_loss"),
-                                                  ("jeffreys", "entropy")], **kw)
-    parts = population.table1(table, ["jeffreys", "entropy"], scores, **kw)
-    partial = population.partial_rows(table, scores, **kw)
-    ranking = stats.correlation(table["l2"], table["misalignment"], "spearman",
-                                n_resamples=cfg.bootstrap, n_permutations=cfg.bootstrap,
-                                seed=seed, predictor="l2", score="misalignment").to_dict()
+    by_view = pd.concat([population.table1(v, ["misalignment", "train_loss"], [main], **kw)
+                         .assign(view=name, units=len(v))
+                         for name, v in views.items() if len(v) >= 3], ignore_index=True)
+    comp = population.comparisons(primary, [main], [("misalignment", "train_loss"),
+                                                    ("jeffreys", "entropy")], **kw)
+    parts = population.table1(primary, ["jeffreys", "entropy"], [main], **kw)
+    partial = population.partial_rows(primary, [main], **kw)
+    ranking = (stats.correlation(primary["l2"], primary["misalignment"], "spearman",
+                                 n_resamples=cfg.bootstrap, n_permutations=cfg.bootstrap,
+                                 seed=seed, predictor="l2", score="misalignment").to_dict()
+               if len(primary) >= 3 else None)
     method = pipe.ablation.method
     chosen = [m for m in ["base", f"{method}_a0_s0", f"{method}_a0.1_s0", f"base_{method}_x2"]
-              if m in set(table["model"])]
+              if m in set(table.get("model", []))]
     top1 = population.top1_by_l_extra(pipe, chosen)
-    held = table[table["held_out"]]
-    held_rows = (population.table1(held, ["misalignment", "train_loss"], scores, **kw)
-                 if len(held) >= 4 else rows.iloc[0:0])
+    loo = (population.leave_one_out(primary, main, **kw) if len(primary) >= 5
+           else pd.DataFrame())
     claims = population.claims(pd.concat([rows, parts], ignore_index=True), comp, partial,
-                               held_rows, ranking, main)
-    tables = dict(zip(TABLES, [table, rows, comp, parts, partial, top1, held_rows]))
-    return Result(tables=tables, claims=claims,
-                  metrics={"models": len(table), "main_score": main,
-                           "table1": rows.to_dict(orient="records"),
-                           "comparisons": comp.to_dict(orient="records"),
-                           "ranking_l2_sce": ranking},
-                  notes={"scores": scores, "held_out": len(held)})
+                               loo, ranking, main, cfg.bootstrap)
+    ordered = table[[c for c in POPULATION_FIRST if c in table]
+                    + [c for c in table.columns if c not in POPULATION_FIRST]] \
+        if len(table) else table
+    tables = dict(zip(TABLES, [ordered, population.composition(table), primary, rows, by_view,
+                               comp, parts, partial, top1, loo]))
+    excluded = sorted(table.loc[table["excluded"], "model"]) if len(table) else []
+    return with_premise(setup, Result(
+        tables=tables, claims=claims,
+        metrics={"models": len(table), "units_primary": len(primary), "main_score": main,
+                 "excluded": excluded, "table1": rows.to_dict(orient="records"),
+                 "views": by_view.to_dict(orient="records"),
+                 "comparisons": comp.to_dict(orient="records"), "ranking_l2_sce": ranking,
+                 "noise": population.noise_text(primary)},
+        notes={"scores": scores}))
 
 
 def describe(setup: Setup, result: Result) -> str:
     m, n = result.metrics, result.notes
-    held = (f"{n['held_out']} held-out models (seeds {setup.settings.held_out_seeds})"
-            + ("" if n["held_out"] >= 4 else ": too few for a correlation"))
-    return (f"{m['models']} models; scores {n['scores']}; main score {m['main_score']} (the "
-            f"longest window); {held}")
-
-
-def composition(result: Result) -> pd.DataFrame:
-    table = result.tables["population"]
-    return table.groupby(["group", "kind"]).size().rename("models").reset_index()
+    excluded = ", ".join(m["excluded"]) or "none"
+    return (f"{m['models']} models, {m['units_primary']} units in the primary population; "
+            f"scores {n['scores']}; main score {m['main_score']} (NLL beyond the training "
+            f"window, longest multiple); excluded by the rule: {excluded}")
 
 
 def figure_table1(setup: Setup, result: Result):
     """Table 1 as scatter plots: the score against each predictor, with its Pearson r."""
-    table, rows = result.tables["population"], result.tables["table1"]
+    table, rows = result.tables["units_primary"], result.tables["table1"]
     main = result.metrics["main_score"]
-    long = table.melt(id_vars=["model", "group"], value_vars=["misalignment", "train_loss"],
+    long = table.melt(id_vars=["unit", "kind"], value_vars=["misalignment", "train_loss"],
                       var_name="predictor", value_name="value")
-    long = long.merge(table[["model", main]], on="model")
-    g = plots.sns.lmplot(data=long, x="value", y=main, col="predictor", hue="group",
+    long = long.merge(table[["unit", main]], on="unit")
+    g = plots.sns.lmplot(data=long, x="value", y=main, col="predictor", hue="kind",
                          facet_kws={"sharex": False}, height=3.4, aspect=1.1, fit_reg=False)
     for ax, pred in zip(g.axes.flat, ["misalignment", "train_loss"]):
         plots.sns.regplot(data=table, x=pred, y=main, scatter=False, ax=ax, color="black",
@@ -95,10 +107,10 @@ def figure_table1(setup: Setup, result: Result):
 
 def figure_parts(setup: Setup, result: Result):
     """Audit 1: the score against the metric's parts (alignment, sharpness) and the loss."""
-    table, main = result.tables["population"], result.metrics["main_score"]
+    table, main = result.tables["units_primary"], result.metrics["main_score"]
     fig, axes = plots.plt.subplots(1, 3, figsize=(10, 3.2))
     for ax, pred in zip(axes, ["jeffreys", "entropy", "train_loss"]):
-        plots.sns.scatterplot(data=table, x=pred, y=main, hue="group", ax=ax,
+        plots.sns.scatterplot(data=table, x=pred, y=main, hue="kind", ax=ax,
                               legend=ax is axes[0])
     save_figure(setup, result, fig, "fig_audit_parts")
     return fig
@@ -107,8 +119,8 @@ def figure_parts(setup: Setup, result: Result):
 def figure_l2_sce(setup: Setup, result: Result):
     """Audit 3: the theory's L2 distance against SCE."""
     fig, ax = plots.plt.subplots(figsize=(4.5, 3.4))
-    plots.sns.scatterplot(data=result.tables["population"], x="l2", y="misalignment",
-                          hue="group", ax=ax)
+    plots.sns.scatterplot(data=result.tables["units_primary"], x="l2", y="misalignment",
+                          hue="kind", ax=ax)
     ax.set(xlabel="L2 distance ||p - q||", ylabel="SCE (L_misalign)")
     save_figure(setup, result, fig, "fig_audit_l2_sce")
     return fig

@@ -7,7 +7,7 @@ from __future__ import annotations
 from lsa import analysis, plots
 from lsa.notebook import Setup
 from lsa.runs import runs_of
-from lsa.sections import Result, save_figure
+from lsa.sections import Result, save_figure, with_premise
 
 
 def describe(setup: Setup) -> str:
@@ -28,12 +28,12 @@ def analyse(setup: Setup) -> Result:
     table = analysis.by_method(runs, ppl_columns(runs) + ["ppl_long", "ppl_growth",
                                                         "misalignment", "misalignment_all"])
     effects = analysis.paired_effect(runs, "ppl_long", alpha)
-    return Result(
+    return with_premise(setup, Result(
         tables={"runs": runs, "table_ppl": table, "effect_ppl_long": effects,
                 "paper_beside": analysis.paper_table(runs, alpha)},
         claims=analysis.extension_claims(runs, alpha),
         metrics={"runs": runs.to_dict(orient="records"),
-                 "effects": effects.to_dict(orient="records")})
+                 "effects": effects.to_dict(orient="records")}))
 
 
 def figure_ppl_by_window(setup: Setup, result: Result):

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from lsa import files, paths
+from lsa import files, gates, paths
 from lsa.notebook import Setup
 from lsa.report import claims_table, collect_claims
 from lsa.sections import Result
 
-VERDICT_ORDER = ["agrees", "disagrees", "inconclusive", "not run"]
+VERDICT_ORDER = ["agrees", "disagrees", "inconclusive", "premise not met", "not run"]
+CONTROL_ORDER = ["helps", "hurts", "no effect", "passes", "fails", "unclear", "premise not met",
+                 "not run"]
 
 
 def analyse(setup: Setup) -> Result:
@@ -23,7 +25,14 @@ def analyse(setup: Setup) -> Result:
     found = [s for s in wanted if paths.metrics_file(profile, s).exists()]
     missing = [s for s in wanted if s not in found]
     table = claims_table(collect_claims([paths.metrics_file(profile, s) for s in found]))
-    counts = table["verdict"].value_counts().reindex(VERDICT_ORDER, fill_value=0)
+    paper_rows, control_rows = table[table["kind"] == "paper"], table[table["kind"] == "control"]
+    counts = paper_rows["verdict"].value_counts().reindex(VERDICT_ORDER, fill_value=0)
+    control_counts = control_rows["verdict"].value_counts().reindex(
+        sorted(set(control_rows["verdict"]), key=lambda v: (v not in CONTROL_ORDER,
+                                                            CONTROL_ORDER.index(v)
+                                                            if v in CONTROL_ORDER else 0, v)),
+        fill_value=0)
+    found_gates = gates.compute_gates(setup.pipe)
     rows = []
     for s in found:
         info = files.read_json(paths.section_dir(profile, s) / "run_info.json")
@@ -33,15 +42,23 @@ def analyse(setup: Setup) -> Result:
                      "torch": info["packages"].get("torch"),
                      "transformers": info["packages"].get("transformers"),
                      "device": info["device"].get("platform")})
-    return Result(tables={"claims": table, "provenance": pd.DataFrame(rows)},
+    return Result(tables={"gates": gates.gates_table(found_gates), "claims": table,
+                          "provenance": pd.DataFrame(rows)},
                   metrics={"sections_found": found, "sections_missing": missing,
-                           "verdicts": counts.to_dict()})
+                           "verdicts": {k: int(v) for k, v in counts.items()},
+                           "control_outcomes": {k: int(v) for k, v in control_counts.items()},
+                           "gates": [g.to_dict() for g in found_gates]})
 
 
 def counts_text(result: Result) -> str:
-    counts = result.metrics["verdicts"]
-    return (f"**{sum(counts.values())} claims**: "
+    """The paper's claims by verdict, then the project's controls by outcome, counted apart."""
+    counts, controls = result.metrics["verdicts"], result.metrics["control_outcomes"]
+    text = (f"**{sum(counts.values())} claims of the paper**: "
             + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    if controls:
+        text += (f"; **{sum(controls.values())} of the project's controls and audits** (not "
+                 "verdicts on the paper): " + ", ".join(f"{n} {v}" for v, n in controls.items()))
+    return text
 
 
 def gallery(setup: Setup, result: Result) -> list[tuple[str, str, Path]]:

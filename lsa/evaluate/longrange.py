@@ -1,0 +1,64 @@
+"""Long-range measures of a language model on the copy probes (``lsa.data.recurrence``).
+
+For every window length ``L``: the mean NLL per token of the copied span (after its first
+token), where the source lies in the far half of the window (``copy_nll``), and the share of
+probes whose whole scored span is the model's top-1 prediction (``retrieval``: the passkey
+accuracy); with ``control``, the same tokens' NLL when the earlier occurrence is replaced by
+other text (``control_nll``: what the model predicts without the far context). The unit of the
+standard errors is the probe (one window); ``per_probe`` keeps every probe's NLL so two models
+measured on the same probes can be compared pairwise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from lsa.data.recurrence import copy_probes
+
+
+@torch.no_grad()
+def _span_nll(model, windows: torch.Tensor, scored: slice, batch_size: int
+              ) -> tuple[list[float], list[bool]]:
+    device = next(model.parameters()).device
+    nll, exact = [], []
+    for start in range(0, len(windows), batch_size):
+        x = windows[start:start + batch_size].to(device)
+        logits = model(input_ids=x).logits[:, scored.start - 1:scored.stop - 1].float()
+        target = x[:, scored]
+        token_nll = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")
+        nll.extend(token_nll.mean(dim=1).tolist())
+        exact.extend((logits.argmax(-1) == target).all(dim=1).tolist())
+    return nll, exact
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)
+    return mean, math.sqrt(var / len(values))
+
+
+def copy_retrieval(model, stream, lengths: list[int], n: int, span: int, seed: int,
+                   control: bool = False, batch_size: int = 8) -> dict[int, dict]:
+    """``{L: {copy_nll, copy_stderr, retrieval, n, distance: [lo, hi], per_probe,
+    [control_nll, control_stderr, gain, gain_stderr]}}`` on the test ``stream``; ``gain`` is the
+    paired drop of NLL that the far occurrence brings (control - copy)."""
+    was_training = model.training
+    model.eval()
+    out: dict[int, dict] = {}
+    for length in lengths:
+        probes = copy_probes(stream, length, n, span, seed)
+        nll, exact = _span_nll(model, probes.copy, probes.scored, batch_size)
+        mean, se = _mean_se(nll)
+        row = {"copy_nll": mean, "copy_stderr": se, "retrieval": sum(exact) / n, "n": n,
+               "distance": [int(probes.distance.min()), int(probes.distance.max())],
+               "per_probe": nll}
+        if control:
+            ctrl, _ = _span_nll(model, probes.control, probes.scored, batch_size)
+            row["control_nll"], row["control_stderr"] = _mean_se(ctrl)
+            row["gain"], row["gain_stderr"] = _mean_se([c - v for c, v in zip(ctrl, nll)])
+        out[length] = row
+    model.train(was_training)
+    return out

@@ -1,0 +1,154 @@
+"""The testbed's long-range structure (lsa.data.recurrence), the copy probes
+(lsa.evaluate.longrange) and the premise gates (lsa.gates), on constructed inputs whose answers
+are known: an induction oracle that copies from up to R tokens back."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from lsa import gates
+from lsa.data.recurrence import copy_probes, insert_recurrences
+from lsa.data.tokens import TokenStream
+from lsa.evaluate.longrange import copy_retrieval
+
+V = 4000
+
+
+def distinct_stream(n_books: int = 2, book_len: int = 1500, eos: int = V - 1) -> TokenStream:
+    """Books of distinct tokens (no token occurs twice in the stream): only a copy repeats."""
+    ids = np.random.default_rng(0).permutation(V - 1)[: n_books * book_len]
+    pieces = []
+    for b in range(n_books):
+        pieces += [ids[b * book_len:(b + 1) * book_len], [eos]]
+    return TokenStream(np.concatenate(pieces).astype(np.int64), "test", eos)
+
+
+class InductionOracle(torch.nn.Module):
+    """Predicts, after token x_t, the token that followed x_t's latest earlier occurrence when
+    it lies at most ``reach`` tokens back (logit 10), else uniform: a model that uses its
+    context up to ``reach`` and no further."""
+
+    def __init__(self, reach: int):
+        super().__init__()
+        self.reach = reach
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, input_ids):
+        b, n = input_ids.shape
+        logits = torch.zeros(b, n, V)
+        for row in range(b):
+            last: dict[int, int] = {}
+            x = input_ids[row].tolist()
+            for t, tok in enumerate(x):
+                j = last.get(tok)
+                if j is not None and t - j <= self.reach and j + 1 < n:
+                    logits[row, t, x[j + 1]] = 10.0
+                last[tok] = t
+        return SimpleNamespace(logits=logits)
+
+
+def test_insert_recurrences_copies_earlier_spans_inside_each_book_and_keeps_the_text():
+    rng = np.random.default_rng(1)
+    eos = 999
+    books = [rng.integers(0, 999, size=n) for n in (3000, 50, 2000)]
+    ids = np.concatenate([np.append(b, eos) for b in books])
+    made: list = []
+    out = insert_recurrences(ids, eos, 0.3, 8, 200, seed=3, copies=made)
+    assert len(made) > 100
+    is_copy = np.zeros(len(out), bool)
+    for pos, d in made:
+        assert 8 <= d <= 200
+        assert np.array_equal(out[pos:pos + 8], out[pos - d:pos - d + 8])
+        assert eos not in out[pos - d:pos + 8]  # source and copy inside one book
+        is_copy[pos:pos + 8] = True
+    assert np.array_equal(out[~is_copy], ids)  # the books' text, in order, is all still there
+    assert 0.22 < is_copy.mean() < 0.38  # about the asked share of copied tokens
+    assert np.array_equal(out, insert_recurrences(ids, eos, 0.3, 8, 200, seed=3))
+    assert insert_recurrences(ids, eos, 0.0, 8, 200, seed=3) is ids
+    with pytest.raises(ValueError, match="fraction"):
+        insert_recurrences(ids, eos, 1.0, 8, 200, seed=3)
+
+
+def test_copy_probes_repeat_a_far_span_and_the_control_removes_it():
+    stream = distinct_stream()
+    p = copy_probes(stream, 256, 12, 16, seed=5)
+    target = 256 - 16
+    assert p.scored == slice(target + 1, 256)
+    for copy, control, d in zip(p.copy, p.control, p.distance.tolist()):
+        assert 128 <= d <= target
+        src = target - d
+        assert torch.equal(copy[target:], copy[src:src + 16])
+        assert torch.equal(control[target:], copy[target:])
+        assert (control != copy).sum() == 16 and not torch.equal(control[src:src + 16],
+                                                                copy[src:src + 16])
+    again = copy_probes(stream, 256, 12, 16, seed=5)
+    assert torch.equal(again.copy, p.copy)  # every model is measured on the same probes
+    with pytest.raises(ValueError, match="too short"):
+        copy_probes(stream, 30, 2, 16, seed=0)
+
+
+def test_copy_retrieval_sees_what_an_oracle_with_a_limited_reach_sees():
+    stream = distinct_stream()
+    uniform = math.log(V)
+    near = copy_retrieval(InductionOracle(reach=10_000), stream, [128, 512], 6, 16, seed=0,
+                          control=True)
+    short = copy_retrieval(InductionOracle(reach=100), stream, [128, 512], 6, 16, seed=0,
+                           control=True)
+    hit = -math.log(math.exp(10) / (math.exp(10) + V - 1))  # the oracle's NLL when it copies
+    for length in (128, 512):
+        assert near[length]["copy_nll"] == pytest.approx(hit, rel=1e-3)
+        assert near[length]["retrieval"] == 1.0
+        assert near[length]["control_nll"] == pytest.approx(uniform, rel=1e-4)
+        assert near[length]["gain"] == pytest.approx(uniform - hit, rel=1e-3)
+    # reach 100: the far half of a 128 window (64-112 back) partly within reach; of 512, never
+    assert short[512]["copy_nll"] == pytest.approx(uniform, rel=1e-4)
+    assert short[512]["retrieval"] == 0.0
+    assert short[128]["copy_nll"] < uniform
+
+
+def _metrics(rows: dict[int, dict], **extra) -> dict:
+    return {"long_range": {str(k): v for k, v in rows.items()}, **extra}
+
+
+def test_gates_on_oracles_pass_and_fail_where_they_should():
+    stream = distinct_stream()
+    l0, l_train = 64, 128
+    lengths = [64, 128, 256, 512]
+
+    def measure(reach, control=False):
+        return _metrics(copy_retrieval(InductionOracle(reach), stream, lengths, 8, 16, seed=0,
+                                       control=control))
+
+    base = measure(l0, control=True)          # uses its window, nothing beyond
+    g1, g2 = gates.gate_g1(base, l0, 0.5), gates.gate_g2(base, l0, 0.5)
+    hit = -math.log(math.exp(10) / (math.exp(10) + V - 1))
+    assert g1.passed and g1.value == pytest.approx(math.log(V) - hit, rel=1e-3)
+    assert g2.passed and g2.value == pytest.approx(math.log(V) - hit, rel=1e-3)
+    fixed = {"clex": [measure(10_000)]}        # a method that fixes every length
+    raw = [measure(l_train)]                   # raw fine-tuning: its window and no further
+    g3 = gates.gate_g3(base, fixed, raw, l0, l_train, 0.5, 200, seed=0)
+    assert g3.passed and g3.value == pytest.approx(1.0, abs=1e-6)
+    same_as_raw = {"clex": [measure(l_train)]}  # recovers at l_train, no better beyond
+    g3_fail = gates.gate_g3(base, same_as_raw, raw, l0, l_train, 0.5, 200, seed=0)
+    assert g3_fail.passed is False and "does not beat" in g3_fail.detail
+    blind = measure(0, control=True)            # uses no context at all: G1 fails
+    assert gates.gate_g1(blind, l0, 0.5).passed is False
+    assert gates.gate_g1({}, l0, 0.5).passed is None  # not computable: said, not guessed
+
+
+def test_a_failed_gate_turns_a_sections_verdicts_into_premise_not_met():
+    ok = gates.Gate("G1", "q", 1, 0.9, 1.1, 0.5, True, "")
+    bad = gates.Gate("G2", "q", 0.1, -0.1, 0.3, 0.5, False, "")
+    claims = [{"id": "X", "verdict": "agrees", "evidence": "e"},
+              {"id": "Y", "verdict": "not run", "evidence": ""}]
+    held = gates.apply_premise(claims, [ok, bad], "03_regularized_finetuning")
+    assert [c["verdict"] for c in held] == ["premise not met", "not run"]
+    assert "verdict if the premise held: agrees" in held[0]["evidence"]
+    assert gates.apply_premise(claims, [ok, ok], "02_misalignment_correlation") == claims
+    table = gates.gates_table([ok, bad])
+    assert list(table["outcome"]) == ["pass", "fail"]
