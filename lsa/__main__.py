@@ -11,6 +11,7 @@
     python -m lsa finetune --run NAME [--profile P]     one context-extension run
     python -m lsa babilong --run NAME [--profile P]     one BABILong fine-tuning run (train design)
     python -m lsa babilong-eval --run NAME [--profile P]
+    python -m lsa longbench --run NAME [--profile P]
                                                         a finetune run on BABILong (evaluate design)
     python -m lsa probe    --run NAME [--profile P]     a model of the Table 1 population that
                                                         is not a fine-tuning run (base, RoPE, ...)
@@ -141,7 +142,7 @@ def job_run(args):
 
 def _job(args) -> int:
     """One run of the kind named by the subcommand (pretrain, finetune, babilong,
-    babilong-eval or probe)."""
+    babilong-eval, probe or longbench)."""
     pipe, run = job_run(args)
     from lsa.jobs import run_job
 
@@ -226,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                            ("finetune", "one context-extension run"),
                            ("babilong", "one BABILong fine-tuning run (train design)"),
                            ("babilong-eval", "evaluate a finetune run on BABILong"),
-                           ("probe", "measure a model of the Table 1 population")):
+                           ("probe", "measure a model of the Table 1 population"),
+                           ("longbench", "evaluate a finetune run on LongBench-E")):
         p = sub.add_parser(name, help=helptext)
         _profile_options(p)
         p.add_argument("--no-progress", action="store_true")

@@ -248,15 +248,50 @@ def paper_table(runs: pd.DataFrame, alpha: float = 0.1) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def collect_longbench(pipe: PipelineConfig) -> pd.DataFrame:
+    """One row per finished LongBench-E evaluation (``lsa.jobs.longbench_evaluate``): run,
+    method, alpha, loss, seed, the score of each length bucket and ``LongBench-E`` (unweighted
+    means over datasets)."""
+    rows = []
+    for name, run in runs_of(pipe).longbench.items():
+        if not run.finished:
+            continue
+        m = run.metrics()
+        rows.append({"run": name, "method": m["method"], "alpha": m["alpha"],
+                     "loss": loss_label(m["alpha"]), "seed": m["seed"], **m["buckets"],
+                     "LongBench-E": m["longbench_e"]})
+    return pd.DataFrame(rows)
+
+
+def longbench_table(rows: pd.DataFrame, alpha: float = 0.1) -> pd.DataFrame:
+    """Tables 2-3's layout: per method and loss, the mean over seeds of each length bucket's
+    score and of LongBench-E, with the paper's LongBench-E beside where it has the method."""
+    if rows.empty:
+        return rows
+    cols = [c for c in ("0-4k", "4-8k", "8k+", "LongBench-E") if c in rows]
+    table = rows.groupby(["method", "alpha", "loss"])[cols].mean()
+    table["seeds"] = rows.groupby(["method", "alpha", "loss"]).size()
+    table = table.reset_index()
+
+    def reference(row) -> float:
+        key = PAPER_ROWS.get(row["method"])
+        which = "ce" if row["alpha"] == 0 else f"a{row['alpha']:g}"
+        return (paper(f"{key}/{which}/longbench").value
+                if key and f"{key}/{which}/longbench" in PAPER else math.nan)
+
+    table["paper: LongBench-E"] = table.apply(reference, axis=1)
+    return table
+
+
 # ---------------------------------------------------------------------------------------------
 # Section 5.4: BABILong
 #
-# Here the noise that matters is the test sample's: a cell holds a few hundred 0/1 answers.
-# Accuracies carry a Wilson interval; the regularizer's effect is the paired difference over
-# the same test prompts (same seed, same index), with a normal interval on the per-sample
-# differences pooled over seeds (Agresti-Min: 1/2 added to each cell). A verdict is given only
-# when that interval is clear of 0 (of the +-5-point band for "comparable"); seed-to-seed
-# spread is reported beside it.
+# Here the noise that matters is the test sample's: a cell holds a few hundred 0/1 answers, and
+# the training seed's: a run trained once more can answer differently. Accuracies carry a
+# Wilson interval; the regularizer's effect is the paired difference over the same test prompts
+# (same seed, same index) with a two-level bootstrap interval (seeds, then answers). A verdict
+# is given only when that interval is clear of 0 (of the +-5-point band for "comparable"); the
+# interval over answers alone (Agresti-Min) is reported beside it.
 
 
 # Table 6 of the paper (the CLEX model trained at 4K): its input lengths in tokens, keyed by
@@ -495,6 +530,15 @@ def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: floa
                     "answers_low": 100 * a_low, "answers_high": 100 * a_high,
                     "n": len(diff), "seeds": len(per_seed), "seed_std": per_seed.std(ddof=1)})
     return pd.DataFrame(out)
+
+
+def verdict_flips(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[str]:
+    """The claims (by id) whose verdict is "agrees" in one list and "disagrees" in the other:
+    what a change of data source (or of anything that should not matter) must not do."""
+    opposite = {("agrees", "disagrees"), ("disagrees", "agrees")}
+    other = {c["id"]: c["verdict"] for c in second}
+    return [f"{c['id']}: {c['verdict']} -> {other[c['id']]}" for c in first
+            if (c["verdict"], other.get(c["id"])) in opposite]
 
 
 def chance(task: str) -> float:

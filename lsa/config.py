@@ -389,6 +389,12 @@ class PopulationConfig(StrictConfig):
     models: list[str] = setting(
         factory=list, help="probes: hub ids or folders of other models (paper, gpu-small); "
                            "each must share the base model's tokenizer")
+    reference_models: list[Literal["smollm2"]] = setting(
+        factory=list, help="forward-only: the misalignment's decomposition (SCE, Jeffreys, "
+                           "entropy, top-1 change) on a model trained as the paper's were, on "
+                           "its own tokens of the test books; not in Table 1")
+    reference_window: int = setting(1024, ge=8, help="the reference models' window l")
+    reference_samples: int = setting(64, ge=2, help="the reference models' metric samples")
     exclude_ppl_ratio: float = setting(
         3.0, gt=1.0, help="a model whose perplexity at l_train exceeds this many times the base "
                           "model's is excluded from Table 1 (listed; fixed before the runs)")
@@ -481,6 +487,44 @@ class BabilongConfig(StrictConfig):
 # notebooks over runs (Sections 5.1-5.2, 5.4) and the replication report
 
 
+#: LongBench-E's English datasets, the paper's 13 (lsa/evaluate/longbench.py scores them)
+LONGBENCH_E_DATASETS = ("qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "gov_report",
+                        "multi_news", "trec", "triviaqa", "samsum", "passage_count",
+                        "passage_retrieval_en", "lcc", "repobench-p")
+
+
+@dataclass
+class LongBenchConfig(StrictConfig):
+    """LongBench-E (Tables 2-3's benchmark): the fine-tuning runs answer the benchmark's prompts
+    (greedy, the benchmark's maximum answer lengths, prompts over ``max_length`` tokens cut in
+    the middle) and are scored by the official metrics per task, by length bucket
+    (lsa/evaluate/longbench.py). Off in ``mini``: a few-million-parameter model cannot follow
+    the prompts."""
+
+    _section: typing.ClassVar[str] = "longbench"
+
+    enabled: bool = setting(False, help="evaluate the fine-tuning runs on LongBench-E")
+    data_dir: str | None = setting(
+        None, help="folder of the *_e.jsonl files and dataset2prompt.json / dataset2maxlen.json; "
+                   "null: $LSA_DATA_DIR/longbench; 'fixture': the tiny LongBench-format "
+                   "fixture lsa writes itself (smoke: the path tested end to end)")
+    datasets: list[str] = setting(
+        factory=lambda: list(LONGBENCH_E_DATASETS), unique=True,
+        help="the LongBench-E datasets (English; the paper's 13)")
+    max_length: int = setting(
+        3500, ge=16, help="prompt budget in tokens (longer prompts keep their first and last "
+                          "halves); the benchmark's own rule, set to the model's window")
+    limit: int | None = setting(None, ge=1, help="samples per dataset (null: all)")
+    finetune_runs: list[str] | None = setting(
+        None, help="fine-tuning runs evaluated (null: every run of the grid)")
+
+    def validate(self) -> None:
+        unknown = sorted(set(self.datasets) - set(LONGBENCH_E_DATASETS))
+        if unknown:
+            self._fail("datasets", f"{unknown[0]!r} is not a LongBench-E dataset; allowed: "
+                                   f"{', '.join(LONGBENCH_E_DATASETS)}")
+
+
 @dataclass
 class GatesConfig(StrictConfig):
     """The premise gates (lsa/gates.py): thresholds fixed before any result is read. A gate
@@ -537,7 +581,8 @@ class SectionSpec(StrictConfig):
     config: str = setting(help="the part of the configuration holding its settings (a part of "
                                "PipelineConfig, e.g. ablation)")
     needs: list[str] = setting(factory=list, help="sections whose metrics it reads")
-    uses_runs: list[Literal["finetune", "ablation", "babilong", "probe", "gates"]] = setting(
+    uses_runs: list[Literal["finetune", "ablation", "babilong", "probe", "gates",
+                            "longbench"]] = setting(
         factory=list, help="runs whose folders it reads (its inputs): finetune (the grid and "
                            "explicit runs), ablation, babilong (either design), probe")
 
@@ -556,6 +601,7 @@ class PipelineConfig(StrictConfig):
     ablation: AblationConfig = setting(help="Section 5.3: ablations (fine-tuning runs)")
     population: PopulationConfig = setting(help="Section 4.1: the population of Table 1")
     babilong: BabilongConfig = setting(help="Section 5.4")
+    longbench: LongBenchConfig = setting(help="Tables 2-3: LongBench-E")
     gates: GatesConfig = setting(help="the premise gates of Sections 4-5")
     view: RunsViewConfig = setting(help="notebooks over runs")
     report: ReportConfig = setting(help="the replication report")

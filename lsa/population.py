@@ -77,8 +77,8 @@ def population_table(pipe: PipelineConfig) -> pd.DataFrame:
                      "babilong": babilong_acc.get(("babilong-eval", name), math.nan),
                      **measured_row(run.metrics(), ft.l_train)})
     for name, run in runs.probes.items():
-        if not run.finished:
-            continue
+        if not run.finished or "reference" in run.identity:
+            continue  # a reference model is measured on its own tokens: not in Table 1
         rope = run.identity["rope"]
         source = run.needs[0]
         kind = ("base + RoPE, no fine-tuning" if rope else "base model" if source is runs.base
@@ -283,6 +283,38 @@ def _corr_text(row: dict[str, Any], n_permutations: int = 2000) -> str:
             "units")
 
 
+def decomposition(pipe: PipelineConfig, primary: pd.DataFrame) -> pd.DataFrame:
+    """The misalignment taken apart: SCE, its Jeffreys (alignment) and entropy (sharpness)
+    parts, their share and the top-1 change, for the base model, the mean of the primary
+    units that are CE-only fine-tuning runs, and each reference model (a model trained as the
+    paper's were, on its own tokens; ``population.reference_models``)."""
+    rows = []
+
+    def add(name: str, what: str, values: dict[str, float], se: float) -> None:
+        sce = values["misalignment"]
+        rows.append({"model": name, "what": what, "SCE": sce, "Jeffreys": values["jeffreys"],
+                     "entropy": values["entropy"], "top1_change": values["top1_change"],
+                     "Jeffreys share": values["jeffreys"] / sce if sce else math.nan,
+                     "Jeffreys s.e.": se})
+
+    cols = ["misalignment", "jeffreys", "entropy", "top1_change"]
+    base = primary[primary["kind"] == "base model"] if len(primary) else primary
+    if len(base):
+        row = base.iloc[0]
+        add("base model", f"scratch, l = {pipe.finetune.l_train}", row[cols].to_dict(),
+            float(row["jeffreys_se"]))
+    tuned = primary[primary["kind"] == "fine-tuning run"] if len(primary) else primary
+    if len(tuned):
+        add("CE-only fine-tuning runs", f"mean of {len(tuned)} units",
+            tuned[cols].mean().to_dict(), float(tuned["jeffreys_se"].mean()))
+    for run in runs_of(pipe).probes.values():
+        if "reference" in run.identity and run.finished:
+            m = run.metrics()
+            add(run.identity["model"], f"pretrained, l = {m['window']}, its own tokens",
+                {c: m[c]["mean"] for c in cols}, m["jeffreys"]["stderr"])
+    return pd.DataFrame(rows)
+
+
 def leave_one_out(table: pd.DataFrame, score: str, predictor: str = "misalignment", *,
                   n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Held-out audit: Pearson of ``predictor`` with ``score`` with one method's units left out
@@ -392,5 +424,6 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
 
 
 __all__ = ["PREDICTORS", "population_table", "units", "views", "composition", "main_score",
+           "decomposition",
            "scores", "table1", "comparisons", "partial_rows", "top1_by_l_extra",
            "leave_one_out", "noise_text", "claims"]

@@ -47,7 +47,7 @@ from lsa.config import (
 )
 from lsa.strict import ConfigError
 
-RunKind = Literal["base", "finetune", "babilong", "babilong-eval", "probe"]
+RunKind = Literal["base", "finetune", "babilong", "babilong-eval", "probe", "longbench"]
 KINDS: tuple[str, ...] = get_args(RunKind)
 FINISHED = "train_summary.json"  # written last: the run is finished
 LOG = "metrics.jsonl"            # one line per optimizer step
@@ -187,7 +187,8 @@ class Run:
         """The folder's name: ``base-<digest>``, ``<name>-<digest>`` or
         ``babilong-eval_<name>-<digest>``."""
         prefix = {"base": "base", "babilong-eval": f"babilong-eval_{self.name}",
-                  "probe": f"probe_{self.name}"}.get(self.kind, self.name)
+                  "probe": f"probe_{self.name}",
+                  "longbench": f"longbench_{self.name}"}.get(self.kind, self.name)
         return f"{prefix}-{digest(self.identity)}"
 
     @property
@@ -282,6 +283,14 @@ def babilong_eval_identity(pipe: PipelineConfig, finetuned: Run) -> dict[str, An
     return {"finetune": finetuned.id, "seed": pipe.seed, **{k: bl[k] for k in EVAL_KEYS}}
 
 
+def longbench_identity(pipe: PipelineConfig, finetuned: Run) -> dict[str, Any]:
+    """The evaluated run and the benchmark's settings (the data folder's files are recorded by
+    their checksums in the metrics, not here)."""
+    lb = pipe.longbench.to_dict()
+    return {"finetune": finetuned.id,
+            **{k: lb[k] for k in ("data_dir", "datasets", "max_length", "limit")}}
+
+
 PROTOCOL_KEYS = ("l_train", "eval_multiples", "eval_max_chunks", "metric_samples", "metric_seed",
                  "copy_probes")
 
@@ -293,6 +302,17 @@ def probe_identity(pipe: PipelineConfig, source: Run | str, rope: dict[str, Any]
     ft = pipe.finetune.to_dict()
     return {"model": source.id if isinstance(source, Run) else source, "rope": rope,
             "protocol": {k: ft[k] for k in PROTOCOL_KEYS}}
+
+
+def reference_identity(pipe: PipelineConfig, model: str) -> dict[str, Any]:
+    """A reference model's decomposition: the model, its window and samples, the metric seed
+    and the test books' source."""
+    pop, data = pipe.population, pipe.pretrain.data
+    return {"model": model, "rope": None,
+            "reference": {"window": pop.reference_window, "samples": pop.reference_samples,
+                          "metric_seed": pipe.finetune.metric_seed,
+                          "books": {"source": data.books_source, "dir": data.books_dir,
+                                    "hub": data.hub_dataset}}}
 
 
 def probe_name(model: str) -> str:
@@ -398,6 +418,11 @@ def check_plan(pipe: PipelineConfig) -> None:
         if spec.name in grid and grid[spec.name] != spec.to_dict():
             raise ConfigError(f"finetune.runs: run {spec.name!r} has other settings than "
                               f"the ablation run of that name; rename it")
+    for name in pipe.longbench.finetune_runs or []:
+        if name not in grid:
+            raise ConfigError(f"longbench.finetune_runs = {pipe.longbench.finetune_runs!r}: "
+                              f"no fine-tuning run named {name!r}; finetune's runs: "
+                              f"{', '.join(grid)}")
     for name in pipe.babilong.finetune_runs or []:
         if name not in grid:
             raise ConfigError(f"babilong.finetune_runs = {pipe.babilong.finetune_runs!r}: "
@@ -451,6 +476,12 @@ class RunSet:
             run = self.finetune[name]
             self.babilong_eval[name] = Run("babilong-eval", name, pipe.profile,
                                            babilong_eval_identity(pipe, run), run.spec, (run,))
+        self.longbench: dict[str, Run] = {}
+        if pipe.longbench.enabled:
+            for name in pipe.longbench.finetune_runs or self.grid:
+                run = self.finetune[name]
+                self.longbench[name] = Run("longbench", name, pipe.profile,
+                                           longbench_identity(pipe, run), run.spec, (run,))
         self.probes: dict[str, Run] = {}
         pop = pipe.population
 
@@ -468,13 +499,16 @@ class RunSet:
                 probe(name, run, None)
         for model in pop.models:
             probe(probe_name(model), model, None)
+        for model in pop.reference_models:  # forward only, on its own tokens: not in Table 1
+            self.probes[f"ref_{model}"] = Run("probe", f"ref_{model}", pipe.profile,
+                                              reference_identity(pipe, model), None, ())
 
     def of_kind(self, kind: str) -> dict[str, Run]:
         if kind not in KINDS:
             raise ConfigError(f"run kind {kind!r}: must be one of {', '.join(KINDS)}")
         return {"base": {"base": self.base}, "finetune": self.finetune,
                 "babilong": self.babilong, "babilong-eval": self.babilong_eval,
-                "probe": self.probes}[kind]
+                "probe": self.probes, "longbench": self.longbench}[kind]
 
     def get(self, kind: str, name: str = "base") -> Run:
         """The run ``name`` of ``kind``; a ConfigError naming the known runs otherwise."""
@@ -486,7 +520,8 @@ class RunSet:
         if name not in runs:
             where = {"finetune": "finetune.runs", "babilong": "babilong",
                      "babilong-eval": "babilong.finetune_runs",
-                     "probe": "population"}.get(kind, kind)
+                     "probe": "population", "longbench": "longbench.finetune_runs (and "
+                     "longbench.enabled)"}.get(kind, kind)
             raise ConfigError(f"{where}: no run named {name!r}; known: {', '.join(runs)}")
         return runs[name]
 
@@ -496,6 +531,7 @@ class RunSet:
         yield from self.babilong.values()
         yield from self.babilong_eval.values()
         yield from self.probes.values()
+        yield from self.longbench.values()
 
     def used_by(self, kinds: list[str]) -> list[Run]:
         """The runs a section reads (``uses_runs``), each once: ``finetune`` the grid and
@@ -507,6 +543,8 @@ class RunSet:
                 runs = [self.finetune[n] for n in self.grid]
             elif kind == "ablation":
                 runs = [self.finetune[n] for n in self.ablation]
+            elif kind == "longbench":
+                runs = list(self.longbench.values())
             elif kind == "gates":
                 runs = [self.base, *(self.finetune[n] for n in self.gate_runs),
                         self.probes["base"]]

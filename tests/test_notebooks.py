@@ -84,8 +84,10 @@ def test_a_pipeline_notebook_checks_its_call_and_runs(out_root):
     pipe = load_config(profile="smoke", overrides={"seed": 1})
     write_resolved(pipe)
     params = notebook_parameters(pipe, "03_regularized_finetuning")
-    # the grid, then the premise gates' runs (the base model, raw fine-tuning, the base probe)
-    assert params["run_ids"] == [r.id for r in runs_of(pipe).used_by(["finetune", "gates"])]
+    # the grid, the premise gates' runs (the base model, raw fine-tuning, the base probe), the
+    # LongBench-E evaluations
+    assert params["run_ids"] == [r.id for r in runs_of(pipe).used_by(["finetune", "gates",
+                                                                      "longbench"])]
     assert params["run_ids"][:len(runs_of(pipe).grid)] == [
         runs_of(pipe).finetune[n].id for n in runs_of(pipe).grid]
     setup = open_section("03_regularized_finetuning", params)

@@ -49,6 +49,31 @@ def test_smoke_metrics_content(smoke_run):
     n_claims = sum(len(files.read_json(paths.metrics_file("smoke", s))["claims"]) for s in needs)
     counted = sum(report["verdicts"].values()) + sum(report["control_outcomes"].values())
     assert counted == n_claims  # every claim counted once: the paper's apart from the controls
+    # the premise gates are computed in every section that needs them and in the report
+    assert [g["gate"] for g in report["gates"]] == ["G1", "G2", "G3", "G4"]
+    for section in ("02_misalignment_correlation", "03_regularized_finetuning", "04_ablations",
+                    "05_babilong"):
+        m = files.read_json(paths.metrics_file("smoke", section))
+        assert [g["gate"] for g in m["gates"]] == ["G1", "G2", "G3", "G4"]
+        if not m["premise_met"]:
+            assert all(c["verdict"] in ("premise not met", "not run") for c in m["claims"])
+    # Table 1's population file: one row per model, its unit, kind, what it was trained on
+    import pandas as pd
+
+    pop = pd.read_csv(paths.section_dir("smoke", "02_misalignment_correlation") / "population.csv")
+    assert list(pop.columns[:5]) == ["model", "unit", "kind", "trained_on", "excluded"]
+    assert set(pop["trained_on"]) <= {"none", "sce", "jeffreys", "entropy"}
+    assert {"misalignment", "jeffreys", "entropy", "train_loss", "score_beyond_4x"} <= set(pop)
+    assert pop["model"].is_unique
+    # LongBench-E: the job ran on the fixture for the named runs, notebook 03 shows its table
+    longbench = runs_of(pipe).longbench
+    assert list(longbench) == pipe.longbench.finetune_runs
+    for evaluation in longbench.values():
+        m = evaluation.metrics()
+        assert set(m["per_dataset"]) == set(pipe.longbench.datasets)
+        assert set(m["buckets"]) == {"0-4k", "4-8k", "8k+"} and "longbench_e" in m
+    table = files.read_json(paths.metrics_file("smoke", "03_regularized_finetuning"))
+    assert {(r["method"], r["alpha"]) for r in table["longbench"]} == {("pi", 0.0), ("pi", 0.1)}
 
 
 def test_rerun_does_nothing_and_a_notebook_edit_reruns_it_and_the_report(smoke_run):

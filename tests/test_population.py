@@ -86,3 +86,31 @@ def test_the_main_score_is_the_nll_beyond_the_window():
     cols = population.scores(pd.DataFrame(columns=["score_2x", "score_4x", "score_beyond_2x",
                                                    "score_beyond_4x", "score_copy_4x"]))
     assert population.main_score(cols) == "score_beyond_4x"
+
+
+def test_a_reference_model_is_decomposed_on_its_own_tokens(out_root, monkeypatch, tokenizer):
+    """SmolLM2's job with a small stand-in model: the metric and its parts at the reference
+    window, on its own tokenization of the test books, outside Table 1."""
+    from lsa import jobs
+    from lsa.config import load_config
+    from lsa.models import scratch_llama
+    from lsa.runs import runs_of
+
+    def stand_in(dtype=None):
+        return scratch_llama(len(tokenizer), 32, 1, 2, 64, 64,
+                             eos_token_id=tokenizer.eos_token_id), tokenizer
+
+    monkeypatch.setattr("lsa.models.load_smollm2", stand_in)
+    pipe = load_config(profile="smoke", overrides={"profiles": {"smoke": {"population": {
+        "reference_models": ["smollm2"], "reference_window": 32, "reference_samples": 4}}}})
+    run = runs_of(pipe).probes["ref_smollm2"]
+    assert run.needs == () and run.identity["reference"]["window"] == 32
+    m = jobs.run_job(pipe, run, progress=False) and run.metrics()
+    sce, parts = m["misalignment"]["mean"], m["jeffreys"]["mean"] + m["entropy"]["mean"]
+    assert m["window"] == 32 and m["misalignment"]["n"] == 4
+    assert sce == pytest.approx(parts, rel=1e-4)  # SCE = Jeffreys + H(p) + H(q)
+    table = population.decomposition(pipe, pd.DataFrame())
+    (row,) = table.to_dict(orient="records")
+    assert row["model"] == "smollm2" and row["Jeffreys share"] == pytest.approx(
+        m["jeffreys"]["mean"] / sce)
+    assert population.population_table(pipe).empty  # not a Table 1 model

@@ -51,7 +51,7 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
     assert runs_of(pipe) is runs  # built once per configuration
     every = list(runs)
     assert every[0] is runs.base
-    assert {r.kind for r in every} == {"base", "finetune", "babilong", "probe"}
+    assert {r.kind for r in every} == {"base", "finetune", "babilong", "probe", "longbench"}
     assert len({r.id for r in every}) == len(every)
     assert runs.grid == [s.name for s in finetune_specs(pipe.finetune)]
     assert runs.ablation == [s.name for s in ablation_specs(pipe.ablation)]
@@ -72,7 +72,7 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
         runs.get("finetune", "pi_a9_s0")
     with pytest.raises(ConfigError, match="run kind 'train'"):
         runs.get("train", "x")
-    assert set(KINDS) == {"base", "finetune", "babilong", "babilong-eval", "probe"}
+    assert set(KINDS) == {"base", "finetune", "babilong", "babilong-eval", "probe", "longbench"}
 
 
 def test_a_run_is_finished_by_its_marker_written_last(out_root):

@@ -94,7 +94,8 @@ def test_config_values_reach_every_job_through_the_resolved_file(out_root):
 def test_a_user_configfile_reaches_every_job(out_root, tmp_path):
     mine = tmp_path / "mine.yaml"
     mine.write_text("profile: smoke\nseed: 1\nprofiles:\n  smoke:\n    finetune:\n"
-                    "      methods: [pi]\n      alphas: [0.0, 0.3]\n")
+                    "      methods: [pi]\n      alphas: [0.0, 0.3]\n    longbench:\n"
+                    "      finetune_runs: [pi_a0_s0, pi_a0.3_s0]\n")
     out = run([tool("snakemake"), "-n", "-p", "--forceall", "--configfile", str(mine)])
     assert out.returncode == 0, out.stderr + out.stdout
     ids = check_plan(out.stdout, seed=1)
@@ -103,6 +104,8 @@ def test_a_user_configfile_reaches_every_job(out_root, tmp_path):
     ablation = {f"finetune run {s.name}" for s in specs}
     gates = {"finetune run pi_a0_s0", "finetune run none_a0_s0"}  # the premise gates' CE runs
     assert {k for k in ids if k.startswith("finetune")} == grid | ablation | gates
+    assert {k for k in ids if k.startswith("longbench")} == {"longbench run pi_a0_s0",
+                                                             "longbench run pi_a0.3_s0"}
     assert load_config(resolved_file("smoke")).finetune.alphas == [0.0, 0.3]
 
 

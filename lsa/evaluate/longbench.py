@@ -1,8 +1,8 @@
 """LongBench-E: local files in the official format, scored as the official ``metrics.py``.
 
-**Status: not yet used.** Meant for the ``paper`` profile (Llama-2-7B runs, Tables 2-3's
-LongBench-E column), but not yet wired into a pipeline job or notebook: only its tests reach
-this module (the fine-tuning section compares perplexity and BABILong instead).
+Used by the ``longbench`` job (``lsa.jobs.longbench_evaluate``: every fine-tuning run of the
+grid, profiles ``gpu-small`` and ``paper``; ``smoke`` runs it on ``write_fixture``'s tiny
+LongBench-format files) and notebook 03's Tables 2-3 layout.
 
 - Data: ``{dataset}_e.jsonl`` files of the user's LongBench download (fields ``input``,
   ``context``, ``answers``, ``length`` (words), ``all_classes``); the prompt and generation-length
@@ -50,11 +50,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lsa.files import bad_input
+from lsa.config import LONGBENCH_E_DATASETS
+from lsa.files import atomic_write_text, bad_input
 
-DATASETS = ["qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "gov_report", "multi_news",
-            "trec", "triviaqa", "samsum", "passage_count", "passage_retrieval_en", "lcc",
-            "repobench-p"]
+DATASETS = list(LONGBENCH_E_DATASETS)
 BUCKETS = (("0-4k", 0, 4000), ("4-8k", 4000, 8000), ("8k+", 8000, float("inf")))
 FIRST_LINE_ONLY = {"trec", "triviaqa", "samsum", "lsht"}
 
@@ -293,3 +292,60 @@ def evaluate(model, tokenizer, data_dir: str | Path, config_dir: str | Path, max
         results[dataset] = score_dataset(dataset, rows, predictions)
     return {"per_dataset": results, "longbench_e": longbench_e_score(results),
             "averaging": "unweighted mean over datasets of their overall scores"}
+
+
+#: the fixture's rows: (dataset, input, context, answers, length in words, all_classes)
+_FIXTURE = {
+    "passage_count": [
+        ("How many unique paragraphs?", "Paragraph 1: a b. Paragraph 2: c d.", ["2"], 900,
+         None),
+        ("How many unique paragraphs?", "Paragraph 1: e. Paragraph 2: e.", ["1"], 5200, None),
+        ("How many unique paragraphs?", "Paragraph 1: f. Paragraph 2: g. Paragraph 3: h.",
+         ["3"], 9100, None)],
+    "qasper": [
+        ("What is the corpus?", "We train on the books of the test corpus.", ["the books"],
+         1200, None),
+        ("Which metric?", "We report perplexity on held-out text.", ["perplexity"], 4500,
+         None),
+        ("How many layers?", "The model has four layers.", ["four", "4"], 8800, None)],
+    "trec": [
+        ("What city is the capital?", "Type: LOC. Type: NUM.", ["Location"], 700,
+         ["Location", "Number", "Human"]),
+        ("How many people?", "Type: NUM.", ["Number"], 8500, ["Location", "Number", "Human"])],
+}
+_FIXTURE_PROMPTS = {
+    "passage_count": "{context}\n\n{input} Answer: ",
+    "qasper": "Article: {context}\n\nQuestion: {input}\nAnswer:",
+    "trec": "{context}\nQuestion: {input}\nType:",
+}
+
+
+def write_fixture(folder: str | Path) -> Path:
+    """A tiny LongBench-format folder (three datasets, every length bucket, the two config
+    tables): what ``smoke`` evaluates and the tests read, so the job's path is tested end to
+    end without the benchmark's data. Its scores mean nothing."""
+    folder = Path(folder)
+    for dataset, rows in _FIXTURE.items():
+        lines = [json.dumps({"input": q, "context": c, "answers": a, "length": n,
+                             "all_classes": k, "dataset": dataset, "language": "en",
+                             "_id": f"{dataset}-{i}"})
+                 for i, (q, c, a, n, k) in enumerate(rows)]
+        atomic_write_text(folder / f"{dataset}_e.jsonl", "\n".join(lines) + "\n")
+    atomic_write_text(folder / "dataset2prompt.json", json.dumps(_FIXTURE_PROMPTS, indent=1))
+    atomic_write_text(folder / "dataset2maxlen.json",
+                      json.dumps({d: 4 for d in _FIXTURE_PROMPTS}, indent=1))
+    return folder
+
+
+FIXTURE_DATASETS = list(_FIXTURE)
+
+
+def bucket_scores(per_dataset: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Per length bucket, the unweighted mean over the datasets that have samples in it (the
+    Tables 2-3 layout by length; our rule, as ``longbench_e_score``)."""
+    out = {}
+    for name, _, _ in BUCKETS:
+        values = [d[name] for d in per_dataset.values() if name in d]
+        if values:
+            out[name] = sum(values) / len(values)
+    return out

@@ -15,7 +15,8 @@ from lsa.report import paper
 from lsa.sections import Result, save_figure, with_premise
 
 TABLES = ["population", "composition", "units_primary", "table1", "table1_views",
-          "comparisons", "audit_parts", "audit_partial", "audit_top1", "audit_leave_one_out"]
+          "comparisons", "audit_parts", "audit_partial", "audit_top1", "audit_leave_one_out",
+          "decomposition"]
 #: the columns population.csv starts with (one row per model); every predictor and score follow
 POPULATION_FIRST = ["model", "unit", "kind", "trained_on", "excluded", "group", "method",
                     "setting", "alpha", "seed"]
@@ -64,7 +65,8 @@ def analyse(setup: Setup) -> Result:
                     + [c for c in table.columns if c not in POPULATION_FIRST]] \
         if len(table) else table
     tables = dict(zip(TABLES, [ordered, population.composition(table), primary, rows, by_view,
-                               comp, parts, partial, top1, loo]))
+                               comp, parts, partial, top1, loo,
+                               population.decomposition(pipe, primary)]))
     excluded = sorted(table.loc[table["excluded"], "model"]) if len(table) else []
     return with_premise(setup, Result(
         tables=tables, claims=claims,

@@ -28,12 +28,15 @@ def analyse(setup: Setup) -> Result:
     table = analysis.by_method(runs, ppl_columns(runs) + ["ppl_long", "ppl_growth",
                                                         "misalignment", "misalignment_all"])
     effects = analysis.paired_effect(runs, "ppl_long", alpha)
+    longbench = analysis.longbench_table(analysis.collect_longbench(setup.pipe), alpha)
     return with_premise(setup, Result(
         tables={"runs": runs, "table_ppl": table, "effect_ppl_long": effects,
-                "paper_beside": analysis.paper_table(runs, alpha)},
+                "paper_beside": analysis.paper_table(runs, alpha),
+                "table23_longbench": longbench},
         claims=analysis.extension_claims(runs, alpha),
         metrics={"runs": runs.to_dict(orient="records"),
-                 "effects": effects.to_dict(orient="records")}))
+                 "effects": effects.to_dict(orient="records"),
+                 "longbench": longbench.to_dict(orient="records")}))
 
 
 def figure_ppl_by_window(setup: Setup, result: Result):

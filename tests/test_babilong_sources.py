@@ -1,0 +1,66 @@
+"""BABILong verdicts must not flip with the bAbI source. The smoke BABILong runs are trained
+twice, once on the built-in generator (what a fresh clone has) and once on the real bAbI files
+(``$LSA_DATA_DIR/babi``, when the machine has them), and their claims compared: a claim that
+"agrees" with one source and "disagrees" with the other is a finding about the data, not about
+the regularizer, and fails the test (``lsa.analysis.verdict_flips``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lsa import analysis, paths
+from lsa.config import load_config
+from lsa.runs import runs_of
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def _train(out_root, data_dir: str | None) -> tuple[list[dict], dict]:
+    env = {k: v for k, v in os.environ.items() if k != "LSA_DATA_DIR"}
+    env["LSA_OUTPUT_ROOT"] = str(out_root)
+    if data_dir:
+        env["LSA_DATA_DIR"] = data_dir
+    pipe = load_config(profile="smoke")
+    for command in [["pretrain"]] + [r.command for r in runs_of(pipe).babilong.values()]:
+        out = subprocess.run([sys.executable, "-m", "lsa", *command, "--profile", "smoke",
+                              "--no-progress"], env=env, cwd=ROOT, capture_output=True,
+                             text=True)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    old = os.environ.get("LSA_OUTPUT_ROOT")
+    os.environ["LSA_OUTPUT_ROOT"] = str(out_root)
+    try:
+        pipe = load_config(profile="smoke")
+        acc, depth = analysis.collect_babilong(pipe)
+        claims = analysis.babilong_claims(acc, depth, pipe.view.alpha)
+        return claims, analysis.babilong_sources(pipe)
+    finally:
+        if old is None:
+            os.environ.pop("LSA_OUTPUT_ROOT", None)
+        else:
+            os.environ["LSA_OUTPUT_ROOT"] = old
+
+
+def test_babilong_verdicts_do_not_flip_with_the_babi_source(tmp_path):
+    files = paths.data_dir()
+    if files is None or not (files / "babi").is_dir():
+        pytest.skip("no bAbI files in $LSA_DATA_DIR/babi: only the generator to compare")
+    generated, gen_source = _train(tmp_path / "generator", None)
+    real, real_source = _train(tmp_path / "files", str(files))
+    assert set(gen_source["babi_source"].values()) == {"built-in generator"}
+    assert all(s.startswith("bAbI files") for s in real_source["babi_source"].values())
+    assert {c["id"] for c in generated} == {c["id"] for c in real}
+    assert analysis.verdict_flips(generated, real) == []
+
+
+def test_verdict_flips_finds_opposite_verdicts_only():
+    a = [{"id": "x", "verdict": "agrees"}, {"id": "y", "verdict": "inconclusive"},
+         {"id": "z", "verdict": "disagrees"}]
+    b = [{"id": "x", "verdict": "disagrees"}, {"id": "y", "verdict": "agrees"},
+         {"id": "z", "verdict": "disagrees"}]
+    assert analysis.verdict_flips(a, b) == ["x: agrees -> disagrees"]

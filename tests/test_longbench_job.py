@@ -1,0 +1,84 @@
+"""The LongBench-E job (Tables 2-3): its run plan, where it finds the benchmark's files, the
+fixture smoke evaluates, and the evaluation end to end on a small model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lsa.config import ConfigError, load_config
+from lsa.evaluate import longbench as lb
+from lsa.runs import runs_of
+
+pytest.importorskip("rouge")
+pytest.importorskip("rapidfuzz")
+
+
+def test_the_fixture_has_every_bucket_and_reads_as_the_benchmark(tmp_path):
+    folder = lb.write_fixture(tmp_path / "lb")
+    prompts, maxlen = lb.load_tables(folder)
+    assert set(prompts) == set(maxlen) == set(lb.FIXTURE_DATASETS)
+    for dataset in lb.FIXTURE_DATASETS:
+        rows = lb.load_dataset_file(folder, dataset)
+        assert {"0-4k", "8k+"} <= {lb.bucket_of(r["length"]) for r in rows}
+        assert all(prompts[dataset].format(**r) for r in rows)
+
+
+def test_bucket_scores_average_the_datasets_that_have_the_bucket():
+    per = {"a": {"0-4k": 10.0, "8k+": 30.0, "overall": 20.0},
+           "b": {"0-4k": 50.0, "4-8k": 40.0, "overall": 45.0}}
+    assert lb.bucket_scores(per) == {"0-4k": 30.0, "4-8k": 40.0, "8k+": 30.0}
+    assert lb.longbench_e_score(per) == 32.5
+
+
+def test_smoke_plans_one_evaluation_per_named_run_and_mini_none(out_root):
+    smoke = runs_of(load_config(profile="smoke"))
+    assert list(smoke.longbench) == ["pi_a0_s0", "pi_a0.1_s0"]
+    run = smoke.longbench["pi_a0.1_s0"]
+    assert run.needs == (smoke.finetune["pi_a0.1_s0"],) and run.id.startswith("longbench_")
+    assert run.command == ["longbench", "--run", "pi_a0.1_s0"]
+    assert runs_of(load_config(profile="mini")).longbench == {}
+    gpu = runs_of(load_config(profile="gpu-small"))
+    assert list(gpu.longbench) == gpu.grid  # every grid run
+    with pytest.raises(ConfigError, match="longbench.finetune_runs.*no fine-tuning run"):
+        runs_of(load_config(profile="smoke", overrides={"profiles": {"smoke": {
+            "longbench": {"finetune_runs": ["nope_a0_s0"]}}}}))
+
+
+def test_a_dataset_the_benchmark_does_not_have_is_refused():
+    with pytest.raises(ConfigError, match="longbench.datasets.*'lsht' is not a LongBench-E"):
+        load_config(profile="smoke", overrides={"profiles": {"smoke": {
+            "longbench": {"datasets": ["lsht"]}}}})
+
+
+def test_missing_files_are_named_before_any_model_loads(tmp_path, monkeypatch):
+    from lsa.jobs import longbench_folder
+
+    monkeypatch.delenv("LSA_DATA_DIR", raising=False)
+    pipe = load_config(profile="gpu-small")
+    with pytest.raises(FileNotFoundError, match=r"\$LSA_DATA_DIR/longbench/"):
+        longbench_folder(pipe)
+    (tmp_path / "longbench").mkdir()
+    (tmp_path / "longbench" / "dataset2prompt.json").write_text("{}")
+    monkeypatch.setenv("LSA_DATA_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="dataset2maxlen.json, qasper_e.jsonl"):
+        longbench_folder(pipe)
+    fixture = longbench_folder(load_config(profile="smoke"))
+    assert (fixture / "qasper_e.jsonl").exists()
+
+
+def test_a_small_model_is_scored_per_dataset_and_bucket(tmp_path, tokenizer):
+    from lsa.models import scratch_llama
+
+    folder = lb.write_fixture(tmp_path / "lb")
+    model = scratch_llama(len(tokenizer), 32, 1, 2, 64, 64,
+                          eos_token_id=tokenizer.eos_token_id)
+    out = lb.evaluate(model, tokenizer, folder, folder, 48, lb.FIXTURE_DATASETS)
+    assert set(out["per_dataset"]) == set(lb.FIXTURE_DATASETS)
+    for scores in out["per_dataset"].values():
+        assert {"0-4k", "8k+", "overall"} <= set(scores)
+        assert all(0.0 <= v <= 100.0 for v in scores.values())
+    assert out["longbench_e"] == pytest.approx(
+        sum(d["overall"] for d in out["per_dataset"].values()) / 3)
+    json.dumps(out)  # the job writes it as JSON
