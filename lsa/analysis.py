@@ -588,9 +588,12 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
             kind="control"))
 
     def ours(row: dict[str, Any]) -> str:
-        return (f"{row['ce']:.1f}% -> {row['reg']:.1f}% ({row['delta']:+.1f} points, {pct} CI "
-                f"{row['ci_low']:+.1f} to {row['ci_high']:+.1f}); {row['n']} paired answers, "
-                f"{row['seeds']} seed(s)")
+        interval = (f"{pct} CI {row['ci_low']:+.1f} to {row['ci_high']:+.1f}"
+                    if math.isfinite(row["ci_low"]) else
+                    f"one seed: no seed-level interval; answers alone {row['answers_low']:+.1f} "
+                    f"to {row['answers_high']:+.1f}")
+        return (f"{row['ce']:.1f}% -> {row['reg']:.1f}% ({row['delta']:+.1f} points, "
+                f"{interval}); {row['n']} paired answers, {row['seeds']} seed(s)")
 
     interval = (f"{pct} two-level bootstrap interval (training seeds, then paired answers); "
                 f"scorer {scorer}")

@@ -543,6 +543,10 @@ class GatesConfig(StrictConfig):
     g3_min_recovery: float = setting(
         0.5, help="G3: share of the base model's loss at l_train each method's CE-only runs "
                   "must recover")
+    raw_finetune: bool = setting(
+        True, help="G3: train CE-only runs without a positional method (none) at every grid "
+                   "seed, and require the paper's methods to beat them at 2x l_train (paper: "
+                   "off, a full 7B fine-tuning per seed; G3 is then the recovery alone)")
     bootstrap: int = setting(2000, ge=100, help="G3: bootstrap resamples of the probes")
 
 

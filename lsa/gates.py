@@ -81,7 +81,9 @@ def _missing(gate: str, question: str, why: str) -> Gate:
 
 
 def _probes(metrics: dict, length: int) -> dict | None:
-    return (metrics.get("long_range") or {}).get(str(length))
+    """The copy probes at ``length`` (keys are strings once read back from JSON)."""
+    rows = metrics.get("long_range") or {}
+    return rows.get(str(length), rows.get(length))
 
 
 def gate_g1(base: dict, l0: int, threshold: float) -> Gate:
@@ -119,15 +121,25 @@ def _seed_mean(runs: list[dict], length: int) -> np.ndarray | None:
 
 
 def gate_g3(base: dict, ce_runs: dict[str, list[dict]], raw: list[dict], l0: int,
-            l_train: int, threshold: float, bootstrap: int, seed: int) -> Gate:
+            l_train: int, threshold: float, bootstrap: int, seed: int,
+            require_raw: bool = True, methods: list[str] | None = None) -> Gate:
     """``ce_runs``: method -> the metrics of its CE-only runs (seeds); ``raw``: the CE-only
-    runs without a positional method."""
+    runs without a positional method (``require_raw`` False: the recovery alone decides);
+    ``methods``: the methods the gate is about (each must have runs)."""
     question = "the methods fix it"
-    if not ce_runs:
-        return _missing("G3", question, "no CE-only run of the paper's methods")
+    lacking = sorted(set(methods or []) - set(ce_runs))
+    if lacking or not ce_runs:
+        return _missing("G3", question, "no finished CE-only gate run of "
+                        + (", ".join(lacking) if lacking else "the paper's methods"))
     base_l, base_0 = _probes(base, l_train), _probes(base, l0)
     if base_l is None or base_0 is None:
         return _missing("G3", question, f"the base model has no copy probes at {l_train}")
+    failure, f_low, f_high = _diff_interval(base_l, base_0)
+    if not f_low > 0:  # nothing to recover at l_train: a share would be noise over noise
+        return Gate("G3", question, float("nan"), float("nan"), float("nan"), threshold, False,
+                    f"the base model does not fail at l_train = {l_train}: its copy NLL rises "
+                    f"by {failure:+.3f} [{f_low:+.3f}, {f_high:+.3f}] nats from {l0}, so there "
+                    "is no failure for the methods to recover")
     rng = np.random.default_rng(seed)
     b_l, b_0 = np.asarray(base_l["per_probe"]), np.asarray(base_0["per_probe"])
     worst: tuple[float, float, float] | None = None
@@ -147,7 +159,9 @@ def gate_g3(base: dict, ce_runs: dict[str, list[dict]], raw: list[dict], l0: int
         text = f"{method}: recovers {share:.2f} [{low:.2f}, {high:.2f}] at {l_train}"
         raw_2x = _seed_mean(raw, 2 * l_train) if raw else None
         run_2x = _seed_mean(runs, 2 * l_train)
-        if raw_2x is None or run_2x is None:
+        if not require_raw and not raw:
+            text += " (no raw fine-tuning configured: gates.raw_finetune is off)"
+        elif raw_2x is None or run_2x is None:
             text += f"; no raw fine-tuning (none) to compare at {2 * l_train}"
             ok = False
         else:
@@ -211,7 +225,8 @@ def compute_gates(pipe: PipelineConfig) -> list[Gate]:
     base_probe = probe.metrics() if probe is not None and probe.finished else None
     return [gate_g1(base, l0, g.g1_min_gain), gate_g2(base, l0, g.g2_min_loss),
             gate_g3(base, ce_runs, raw, l0, l_train, g.g3_min_recovery, g.bootstrap,
-                    pipe.seed),
+                    pipe.seed, require_raw=g.raw_finetune,
+                    methods=[m for m in g.methods if m in pipe.finetune.methods]),
             gate_g4(base_probe, [m for m in all_ce if m.get("method") != "none"])]
 
 

@@ -485,7 +485,8 @@ def probe(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
     started = time.time()
     seed_everything(pipe.seed)
     fcfg = pipe.finetune
-    corpus = load_corpus_for(runs_of(pipe).base.folder, pipe.pretrain.data)
+    # the training stream as the fine-tuning runs see it at l_train: train_ce is comparable
+    corpus = load_corpus_for(runs_of(pipe).base.folder, pipe.pretrain.data, fcfg.l_train)
     model = _probe_model(pipe, run, corpus.tokenizer)
     measured = lm_metrics(pipe, model, corpus, fcfg.l_train,
                           [m * fcfg.l_train for m in fcfg.eval_multiples])

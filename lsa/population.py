@@ -372,8 +372,12 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
     def signed(c) -> tuple[str, str]:
         text = (f"r {c['r_better']:+.2f} vs {c['r_worse']:+.2f}; signed difference "
                 f"{c['difference']:+.2f} [{c['low']:+.2f}, {c['high']:+.2f}], n = {c['n']}")
-        if not c["right_sign"]:
-            return "disagrees", text + f" ({c['better']} points the wrong way)"
+        if not c["right_sign"]:  # a disagreement when its own interval is on the wrong side
+            own = pear.loc[c["better"]] if c["better"] in pear.index else None
+            clear = own is not None and own["low"] > 0
+            return ("disagrees" if clear else "inconclusive"), text + (
+                f" ({c['better']} points the wrong way"
+                + (", its interval clear of 0)" if clear else ", within its interval)"))
         return sign_verdict(c["low"], c["high"], +1), text
 
     c = _comparison(comp, score, "misalignment", "train_loss")

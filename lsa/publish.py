@@ -70,7 +70,8 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     for ext in ("md", "csv"):
         shutil.copy2(report_dir / f"claims.{ext}", staging / f"claims.{ext}")
     report = files.read_json(report_dir / "metrics.json")
-    files.write_json(staging / "gates.json", report.get("gates", []))
+    if "gates" in report:
+        files.write_json(staging / "gates.json", report["gates"])
     for png in sorted(paths.figures_dir(profile).glob("*.png")):
         shutil.copy2(png, staging / "figures" / png.name)
     notebooks = sorted((paths.results_dir(profile) / "notebooks").glob("*.ipynb"))
@@ -122,6 +123,12 @@ def _stamp_markdown(stamp: dict[str, Any], profile: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _num(value: Any) -> str:
+    """A gate's number as the table shows it; "n/a" where it was not computable (NaN is
+    written to JSON as null)."""
+    return f"{value:.3g}" if isinstance(value, (int, float)) else "n/a"
+
+
 def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str:
     """The results page of a published snapshot, from its own files (``claims.csv``,
     ``stamp.json``, ``gates.json`` where the run had gates): the premise gates, the counts by
@@ -153,8 +160,8 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
                        else "not computable" if g["passed"] is None
                        else "pass" if g["passed"] else "fail")
             threshold = "-" if g["threshold"] is None else f">= {g['threshold']:g}"
-            out.append(f"| {g['gate']} | {g['question']} | {g['value']:.3g} [{g['low']:.3g}, "
-                       f"{g['high']:.3g}] | {threshold} | {outcome} |")
+            out.append(f"| {g['gate']} | {g['question']} | {_num(g['value'])} "
+                       f"[{_num(g['low'])}, {_num(g['high'])}] | {threshold} | {outcome} |")
         out += ["", *[f"- **{g['gate']}**: {g['detail']}" for g in gates], ""]
     out += ["## Counts", ""]
     for kind, title in (("paper", "The paper's claims"),

@@ -387,11 +387,13 @@ def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
 
 def gate_specs(pipe: PipelineConfig) -> list[RunConfig]:
     """The premise gates' fine-tuning runs (``lsa.gates``): CE-only runs of every grid method
-    and of raw fine-tuning without a positional method (``none``), at the grid's seeds."""
+    and (``gates.raw_finetune``) of raw fine-tuning without a positional method (``none``), at
+    the grid's seeds."""
     ft = pipe.finetune
     if 0.0 not in ft.alphas:
         return []
-    return [make_run(m, 0.0, s) for s in ft.seeds for m in (*ft.methods, "none")]
+    raw = ("none",) if pipe.gates.raw_finetune else ()
+    return [make_run(m, 0.0, s) for s in ft.seeds for m in (*ft.methods, *raw)]
 
 
 def babilong_specs(bl: BabilongConfig) -> list[RunConfig]:

@@ -161,9 +161,10 @@ def two_level_interval(groups: list, n_resamples: int = 2000, seed: int = 0,
     seed): each resample draws the groups with replacement, then the values inside each drawn
     group with replacement, and averages all drawn values. The variance between groups (seeds)
     is inside the interval, not only the variance of the values (answers); with few groups it is
-    as wide as the groups disagree. NaN with no values."""
+    as wide as the groups disagree. NaN with fewer than two groups (no verdict rests on one
+    training seed)."""
     arrays = [np.asarray(g, dtype=float) for g in groups if len(g)]
-    if not arrays:
+    if len(arrays) < 2:  # one group: its variance between groups cannot be estimated
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
     means = np.empty(n_resamples)

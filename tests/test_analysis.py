@@ -229,17 +229,20 @@ def test_evaluate_design_claims_map_the_paper_by_absolute_length(evaluated):
     # a model trained at 8K: 4096 tokens is the paper's 4K (multiple 0 by integer division)
     at4k = claims["S5.4.clex-8192.len4096"]
     assert "48.2 -> 49.1" in at4k["paper"] and "0.5x the training window" in at4k["evidence"]
-    assert at4k["verdict"] == "agrees" and "+25.0 points" in at4k["ours"]
+    # one finished seed per model: no seed-level interval, so no verdict (the answers-only
+    # interval is shown beside it)
+    assert at4k["verdict"] == "inconclusive" and "+25.0 points" in at4k["ours"]
+    assert "one seed: no seed-level interval; answers alone" in at4k["ours"]
     assert "37.9 -> 40.1" in claims["S5.4.clex-8192.len16384"]["paper"]
     pi8k = claims["S5.4.pi-4096.len8192"]
-    assert "42.4 -> 44.4" in pi8k["paper"] and pi8k["verdict"] == "disagrees"
+    assert "42.4 -> 44.4" in pi8k["paper"] and pi8k["verdict"] == "inconclusive"
     assert "pi trained at 4096 tokens" in pi8k["claim"]
     # 100 prompts x 2 tasks: 50 % and 75 % are clear of chance + 10 (qa1: 26.7 %)
     assert claims["S5.4.clex-8192.gate.qa1"]["verdict"] == "passes"
     assert "at 8192 tokens" in claims["S5.4.clex-8192.gate.qa1"]["claim"]
     assert claims["S5.4.pi-4096.gate.qa2"]["verdict"] == "passes"
-    assert claims["S5.4.clex-8192.depth0"]["verdict"] == "agrees"     # comparable
-    assert claims["S5.4.pi-4096.depth50"]["verdict"] == "agrees"
+    assert claims["S5.4.clex-8192.depth0"]["verdict"] == "inconclusive"   # one seed
+    assert claims["S5.4.pi-4096.depth50"]["verdict"] == "inconclusive"
     assert "38" in claims["S5.4.pi-4096.depth50"]["paper"]
     assert not any(k.startswith(("S5.4.len", "S5.4.gate", "S5.4.depth")) for k in claims)
 

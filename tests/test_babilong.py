@@ -477,9 +477,14 @@ def test_babilong_verdicts_only_outside_the_interval():
                     (0.0, 1): [1, 1, 0, 0] * 25, (0.1, 1): [1, 1, 1, 0] * 25}, multiple=2)
     claims = {c["id"]: c for c in babilong_claims(many, many.iloc[:0])}
     assert claims["S5.4.len2x"]["verdict"] == "agrees"
-    worse = answers({(0.0, 0): [1, 1, 1, 0] * 25, (0.1, 0): [1, 1, 0, 0] * 25}, multiple=2)
+    worse = answers({(0.0, 0): [1, 1, 1, 0] * 25, (0.1, 0): [1, 1, 0, 0] * 25,
+                     (0.0, 1): [1, 1, 1, 0] * 25, (0.1, 1): [1, 1, 0, 0] * 25}, multiple=2)
     claims = {c["id"]: c for c in babilong_claims(worse, worse.iloc[:0])}
     assert claims["S5.4.len2x"]["verdict"] == "disagrees"
+    # one training seed: no seed-level interval, no verdict however many answers
+    one = answers({(0.0, 0): [1, 1, 1, 0] * 25, (0.1, 0): [1, 1, 0, 0] * 25}, multiple=2)
+    claims = {c["id"]: c for c in babilong_claims(one, one.iloc[:0])}
+    assert claims["S5.4.len2x"]["verdict"] == "inconclusive"
 
 
 def test_a_gain_only_one_seed_shows_is_not_a_verdict():
@@ -513,12 +518,15 @@ def test_gate_and_depth_zero_use_intervals():
     # depth 0: "comparable" = the paired interval within +-5 points
     same = [1, 0] * 200
     changed = [1, 0] * 190 + [1, 1] * 10          # +2.5 points, interval +0.9 to +4.1
-    depth = pd.concat([answers({(0.0, 0): same, (0.1, 0): same}, multiple=4, depth=0.0),
-                       answers({(0.0, 0): same, (0.1, 0): changed}, multiple=4, depth=0.5)])
+    depth = pd.concat([answers({(0.0, s): same for s in (0, 1)}
+                               | {(0.1, s): same for s in (0, 1)}, multiple=4, depth=0.0),
+                       answers({(0.0, s): same for s in (0, 1)}
+                               | {(0.1, s): changed for s in (0, 1)}, multiple=4, depth=0.5)])
     claims = {c["id"]: c for c in babilong_claims(big, depth)}
     assert claims["S5.4.depth0"]["verdict"] == "agrees"
     assert claims["S5.4.depth50"]["verdict"] == "agrees"
-    far = pd.concat([answers({(0.0, 0): same, (0.1, 0): [0, 0] * 200}, multiple=4, depth=0.0)])
+    far = pd.concat([answers({(0.0, s): same for s in (0, 1)}
+                             | {(0.1, s): [0, 0] * 200 for s in (0, 1)}, multiple=4, depth=0.0)])
     assert {c["id"]: c for c in babilong_claims(big, far)}["S5.4.depth0"][
         "verdict"] == "disagrees"
 

@@ -38,7 +38,7 @@ class InductionOracle(torch.nn.Module):
         self.reach = reach
         self.dummy = torch.nn.Parameter(torch.zeros(1))
 
-    def forward(self, input_ids):
+    def forward(self, input_ids, use_cache=None):
         b, n = input_ids.shape
         logits = torch.zeros(b, n, V)
         for row in range(b):
@@ -136,6 +136,9 @@ def test_gates_on_oracles_pass_and_fail_where_they_should():
     same_as_raw = {"clex": [measure(l_train)]}  # recovers at l_train, no better beyond
     g3_fail = gates.gate_g3(base, same_as_raw, raw, l0, l_train, 0.5, 200, seed=0)
     assert g3_fail.passed is False and "does not beat" in g3_fail.detail
+    alone = gates.gate_g3(base, same_as_raw, [], l0, l_train, 0.5, 200, seed=0,
+                          require_raw=False)       # paper: no raw fine-tuning, recovery decides
+    assert alone.passed and "gates.raw_finetune is off" in alone.detail
     blind = measure(0, control=True)            # uses no context at all: G1 fails
     assert gates.gate_g1(blind, l0, 0.5).passed is False
     assert gates.gate_g1({}, l0, 0.5).passed is None  # not computable: said, not guessed

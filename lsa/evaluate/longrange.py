@@ -18,15 +18,19 @@ import torch.nn.functional as F
 
 from lsa.data.recurrence import copy_probes
 
+#: tokens per forward pass: the probes of a long window go one at a time (a 7B model at 16K)
+TOKENS_PER_BATCH = 8192
+
 
 @torch.no_grad()
-def _span_nll(model, windows: torch.Tensor, scored: slice, batch_size: int
-              ) -> tuple[list[float], list[bool]]:
+def _span_nll(model, windows: torch.Tensor, scored: slice) -> tuple[list[float], list[bool]]:
     device = next(model.parameters()).device
+    batch_size = max(1, TOKENS_PER_BATCH // windows.shape[1])
     nll, exact = [], []
     for start in range(0, len(windows), batch_size):
         x = windows[start:start + batch_size].to(device)
-        logits = model(input_ids=x).logits[:, scored.start - 1:scored.stop - 1].float()
+        logits = model(input_ids=x, use_cache=False).logits[
+            :, scored.start - 1:scored.stop - 1].float()
         target = x[:, scored]
         token_nll = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")
         nll.extend(token_nll.mean(dim=1).tolist())
@@ -41,7 +45,7 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
 
 
 def copy_retrieval(model, stream, lengths: list[int], n: int, span: int, seed: int,
-                   control: bool = False, batch_size: int = 8) -> dict[int, dict]:
+                   control: bool = False) -> dict[int, dict]:
     """``{L: {copy_nll, copy_stderr, retrieval, n, distance: [lo, hi], per_probe,
     [control_nll, control_stderr, gain, gain_stderr]}}`` on the test ``stream``; ``gain`` is the
     paired drop of NLL that the far occurrence brings (control - copy)."""
@@ -50,13 +54,13 @@ def copy_retrieval(model, stream, lengths: list[int], n: int, span: int, seed: i
     out: dict[int, dict] = {}
     for length in lengths:
         probes = copy_probes(stream, length, n, span, seed)
-        nll, exact = _span_nll(model, probes.copy, probes.scored, batch_size)
+        nll, exact = _span_nll(model, probes.copy, probes.scored)
         mean, se = _mean_se(nll)
         row = {"copy_nll": mean, "copy_stderr": se, "retrieval": sum(exact) / n, "n": n,
                "distance": [int(probes.distance.min()), int(probes.distance.max())],
                "per_probe": nll}
         if control:
-            ctrl, _ = _span_nll(model, probes.control, probes.scored, batch_size)
+            ctrl, _ = _span_nll(model, probes.control, probes.scored)
             row["control_nll"], row["control_stderr"] = _mean_se(ctrl)
             row["gain"], row["gain_stderr"] = _mean_se([c - v for c, v in zip(ctrl, nll)])
         out[length] = row
