@@ -331,6 +331,25 @@ def leave_one_out(table: pd.DataFrame, score: str, predictor: str = "misalignmen
     return pd.DataFrame(rows)
 
 
+def within_method(table: pd.DataFrame, score: str,
+                  predictors: tuple[str, ...] = ("misalignment", "train_loss")) -> pd.DataFrame:
+    """Within each method that has three or more units: the least-squares slope of ``score``
+    on each predictor and their Pearson r (no interval: three to five points). Between-method
+    differences cannot make these; a slope of the paper's sign inside methods is the stronger
+    evidence."""
+    rows = []
+    for method, sub in table.groupby("method"):
+        for pred in predictors:
+            cols = sub[[pred, score]].dropna()
+            if len(cols) < 3 or cols[pred].nunique() < 2:
+                continue
+            slope, _ = np.polyfit(cols[pred], cols[score], 1)
+            rows.append({"method": method, "predictor": pred, "units": len(cols),
+                         "slope": float(slope),
+                         "r": float(np.corrcoef(cols[pred], cols[score])[0, 1])})
+    return pd.DataFrame(rows)
+
+
 def noise_text(table: pd.DataFrame) -> str:
     """Is the spread of the Jeffreys part between units more than its sampling noise?"""
     if table.empty or "jeffreys_se" not in table:
@@ -428,6 +447,6 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
 
 
 __all__ = ["PREDICTORS", "population_table", "units", "views", "composition", "main_score",
-           "decomposition",
+           "decomposition", "within_method",
            "scores", "table1", "comparisons", "partial_rows", "top1_by_l_extra",
            "leave_one_out", "noise_text", "claims"]

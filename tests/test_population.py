@@ -114,3 +114,14 @@ def test_a_reference_model_is_decomposed_on_its_own_tokens(out_root, monkeypatch
     assert row["model"] == "smollm2" and row["Jeffreys share"] == pytest.approx(
         m["jeffreys"]["mean"] / sce)
     assert population.population_table(pipe).empty  # not a Table 1 model
+
+
+def test_within_method_slopes_need_three_units():
+    t = pd.DataFrame({"method": ["pi"] * 3 + ["yarn"] * 2,
+                      "misalignment": [1.0, 2.0, 3.0, 1.0, 2.0],
+                      "train_loss": [5.0, 5.0, 5.0, 1.0, 2.0],
+                      "score_beyond_4x": [-1.0, -3.0, -5.0, 0.0, 1.0]})
+    rows = population.within_method(t, "score_beyond_4x")
+    (row,) = rows.to_dict(orient="records")  # yarn has 2 units; pi's train_loss is constant
+    assert (row["method"], row["predictor"], row["units"]) == ("pi", "misalignment", 3)
+    assert row["slope"] == pytest.approx(-2.0) and row["r"] == pytest.approx(-1.0)

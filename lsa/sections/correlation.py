@@ -16,7 +16,7 @@ from lsa.sections import Result, save_figure, with_premise
 
 TABLES = ["population", "composition", "units_primary", "table1", "table1_views",
           "comparisons", "audit_parts", "audit_partial", "audit_top1", "audit_leave_one_out",
-          "decomposition"]
+          "decomposition", "within_method"]
 #: the columns population.csv starts with (one row per model); every predictor and score follow
 POPULATION_FIRST = ["model", "unit", "kind", "trained_on", "excluded", "group", "method",
                     "setting", "alpha", "seed"]
@@ -66,7 +66,8 @@ def analyse(setup: Setup) -> Result:
         if len(table) else table
     tables = dict(zip(TABLES, [ordered, population.composition(table), primary, rows, by_view,
                                comp, parts, partial, top1, loo,
-                               population.decomposition(pipe, primary)]))
+                               population.decomposition(pipe, primary),
+                               population.within_method(primary, main)]))
     excluded = sorted(table.loc[table["excluded"], "model"]) if len(table) else []
     return with_premise(setup, Result(
         tables=tables, claims=claims,
