@@ -19,16 +19,17 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 
 from lsa import paths
 from lsa.config import PROFILES, RESOLVED_KEY, PipelineConfig, load_config, read_yaml
+from lsa.report import Verdict
 from lsa.runs import FINISHED, KINDS, runs_of
 from lsa.strict import ConfigError, StrictConfig, merge, setting
 
-VERDICTS = {"agrees", "disagrees", "inconclusive", "not run"}
+VERDICTS = set(get_args(Verdict))  # the paper's verdicts and the controls' outcome words
 RUN_INFO_KEYS = {"config", "seed", "git_commit", "packages", "device", "wall_time_s"}
 WORKFLOW_SETTINGS = paths.ROOT / "workflow" / "settings.yaml"
 
