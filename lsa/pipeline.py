@@ -187,7 +187,8 @@ def check_runs(pipe: PipelineConfig) -> list[str]:
     problems: list[str] = []
     for run in runs_of(pipe):
         label = "base" if run.kind == "base" else \
-            f"{run.kind}_{run.name}" if run.kind in ("babilong-eval", "probe") else run.name
+            f"{run.kind}_{run.name}" if run.kind in ("babilong-eval", "probe", "longbench") \
+            else run.name
         if run.finished:
             problems.extend(f"run {label}: {p}" for p in run.problems())
         try:
@@ -203,6 +204,20 @@ def check_runs(pipe: PipelineConfig) -> list[str]:
             rows = metrics.get("accuracy", [])
             if not rows or not all(isinstance(r.get("correct"), bool) for r in rows):
                 problems.append(f"run {label}: no BABILong accuracy rows")
+        elif run.kind == "longbench":
+            ppl = {}
+            score = metrics.get("longbench_e")
+            if set(metrics.get("per_dataset", {})) != set(pipe.longbench.datasets):
+                problems.append(f"run {label}: LongBench-E datasets "
+                                f"{sorted(metrics.get('per_dataset', {}))}, expected "
+                                f"{sorted(pipe.longbench.datasets)}")
+            if not isinstance(score, (int, float)) or not 0 <= score <= 100:
+                problems.append(f"run {label}: LongBench-E score {score!r}")
+        elif "reference" in run.identity:  # a reference model: the decomposition only
+            ppl = {}
+            mis = metrics.get("misalignment", {}).get("mean")
+            if not isinstance(mis, (int, float)) or not math.isfinite(mis) or mis < 0:
+                problems.append(f"run {label}: misalignment metric {mis!r}")
         else:
             ppl = metrics.get("perplexity", {})
             ft = pipe.finetune
