@@ -111,11 +111,11 @@ class DataConfig(StrictConfig):
                                    help="books read from the hub: train, validation, test")
     vocab_size: int = setting(1024, ge=300, help="byte-level BPE vocabulary of scratch models")
     recurrence: float = setting(
-        0.0, ge=0.0, le=0.9, help="share of the training stream's tokens that are copies of an "
-                                  "earlier span reaching back up to the training window "
-                                  "(lsa/data/recurrence.py); 0: the books as they are")
-    recurrence_span: int = setting(16, ge=2, help="tokens per copied span: training copies and "
-                                                  "the copy probes of every model")
+        0.0, ge=0.0, le=0.5, help="share of the training stream's tokens that are copies: blocks "
+                                  "of text followed by their chunks shuffled, reaching back up to "
+                                  "the training window (lsa/data/recurrence.py); 0: the books")
+    recurrence_span: int = setting(16, ge=2, help="tokens per copied chunk in training and per "
+                                                  "copied span in every model's copy probes")
 
     def validate(self) -> None:
         if len(self.hub_books) != 3:

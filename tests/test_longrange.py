@@ -62,16 +62,25 @@ def test_insert_recurrences_copies_earlier_spans_inside_each_book_and_keeps_the_
     assert len(made) > 100
     is_copy = np.zeros(len(out), bool)
     for pos, d in made:
-        assert 8 <= d <= 200
+        assert 8 <= d <= 200 - 8  # inside one window of max_distance
         assert np.array_equal(out[pos:pos + 8], out[pos - d:pos - d + 8])
         assert eos not in out[pos - d:pos + 8]  # source and copy inside one book
         is_copy[pos:pos + 8] = True
     assert np.array_equal(out[~is_copy], ids)  # the books' text, in order, is all still there
     assert 0.22 < is_copy.mean() < 0.38  # about the asked share of copied tokens
+    # the distance varies (the chunks are shuffled): no fixed offset predicts the copies
+    assert len({d for _, d in made}) >= 10
     assert np.array_equal(out, insert_recurrences(ids, eos, 0.3, 8, 200, seed=3))
     assert insert_recurrences(ids, eos, 0.0, 8, 200, seed=3) is ids
+    # at 0.5 every whole block is followed by its copy: copies are half the tokens of whole blocks
+    full: list = []
+    half = insert_recurrences(ids, eos, 0.5, 8, 200, seed=3, copies=full)
+    assert len(full) * 8 == sum((n // 96 - (n % 96 == 0)) * 96 for n in (3001, 51, 2001))
+    assert len(half) == len(ids) + len(full) * 8
     with pytest.raises(ValueError, match="fraction"):
-        insert_recurrences(ids, eos, 1.0, 8, 200, seed=3)
+        insert_recurrences(ids, eos, 0.6, 8, 200, seed=3)
+    with pytest.raises(ValueError, match="max_distance"):
+        insert_recurrences(ids, eos, 0.3, 8, 15, seed=3)
 
 
 def test_copy_probes_repeat_a_far_span_and_the_control_removes_it():
