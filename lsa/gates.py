@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from lsa.config import PipelineConfig
+from lsa.stats import mean_se
 
 Z95 = 1.959963984540054
 
@@ -62,8 +63,8 @@ class Gate:
 
 
 def _mean_interval(values: np.ndarray) -> tuple[float, float, float]:
-    mean = float(values.mean())
-    se = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
+    mean, se = mean_se(values)
+    se = se if len(values) > 1 else float("nan")
     return mean, mean - Z95 * se, mean + Z95 * se
 
 
@@ -261,8 +262,10 @@ def apply_premise(claims: list[dict[str, Any]], gates: list[Gate], section: str
 
 
 def gates_table(gates: list[Gate]):
-    """The gates as a table (the notebooks' and the report's first table)."""
+    """The gates as a table (the notebooks', the report's and the results page's first)."""
     import pandas as pd
+
+    from lsa.report import fmt
 
     rows = []
     for g in gates:
@@ -271,7 +274,7 @@ def gates_table(gates: list[Gate]):
                    else "not computable" if g.passed is None
                    else "pass" if g.passed else "fail")
         rows.append({"gate": g.gate, "question": g.question,
-                     "value [95% interval]": f"{g.value:.3g} [{g.low:.3g}, {g.high:.3g}]",
+                     "value [95% interval]": f"{fmt(g.value)} [{fmt(g.low)}, {fmt(g.high)}]",
                      "threshold": "-" if g.threshold is None else f">= {g.threshold:g}",
                      "outcome": outcome, "detail": g.detail})
     return pd.DataFrame(rows)

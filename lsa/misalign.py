@@ -491,9 +491,9 @@ def alignment_measures(model, stream, l_train: int, n_samples: int = 64, *, seed
 
 
 def _summary(values: list[float]) -> MetricResult:
-    mean = sum(values) / len(values)
-    var = sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)
-    return MetricResult(mean, math.sqrt(var / len(values)), len(values), values)
+    from lsa.stats import mean_se
+
+    return MetricResult(*mean_se(values), len(values), values)
 
 
 def misalignment_metric(model, stream, l_train: int, n_samples: int = 64, *,

@@ -20,7 +20,9 @@ stale file survives from an earlier snapshot.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
+import hashlib
 import json
 import os
 import shutil
@@ -75,8 +77,10 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     for png in sorted(paths.figures_dir(profile).glob("*.png")):
         shutil.copy2(png, staging / "figures" / png.name)
     notebooks = sorted((paths.results_dir(profile) / "notebooks").glob("*.ipynb"))
+    figures = {hashlib.sha256(png.read_bytes()).hexdigest(): png.name
+               for png in (staging / "figures").glob("*.png")}
     for nb in notebooks:
-        _render_html(nb, staging / "notebooks" / f"{nb.stem}.html")
+        _render_html(nb, staging / "notebooks" / f"{nb.stem}.html", figures)
     stamp = {"profile": profile, "commit": _run_commit(profile) or files.git_commit(),
              "published_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
              "reproduce": json.loads(record.read_text()), "machine": machine(),
@@ -101,11 +105,24 @@ def _run_commit(profile: str) -> str | None:
         return None
 
 
-def _render_html(notebook: Path, out: Path) -> None:
+def _render_html(notebook: Path, out: Path, figures: dict[str, str] | None = None) -> None:
+    """``notebook`` as HTML; an image output that is byte for byte one of the snapshot's
+    ``figures`` (sha256 -> file name; the report's gallery) links to ``../figures/`` instead
+    of being embedded a second time."""
     import nbformat
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
+    node = nbformat.read(notebook, as_version=4)
+    for cell in node.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            png = data.get("image/png")
+            name = figures and png and figures.get(
+                hashlib.sha256(base64.b64decode("".join(png.split()))).hexdigest())
+            if name:
+                del data["image/png"]
+                data["text/html"] = f'<img src="../figures/{name}" alt="{name}">'
+    body, _ = HTMLExporter().from_notebook_node(node)
     files.atomic_write_text(out, body)
 
 
@@ -123,12 +140,6 @@ def _stamp_markdown(stamp: dict[str, Any], profile: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _num(value: Any) -> str:
-    """A gate's number as the table shows it; "n/a" where it was not computable (NaN is
-    written to JSON as null)."""
-    return f"{value:.3g}" if isinstance(value, (int, float)) else "n/a"
-
-
 def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str:
     """The results page of a published snapshot, from its own files (``claims.csv``,
     ``stamp.json``, ``gates.json`` where the run had gates): the premise gates, the counts by
@@ -137,7 +148,9 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     replaces, what moved (verdicts that changed, claims added or gone)."""
     import pandas as pd
 
-    from lsa.report import claims_table
+    from lsa.gates import Gate, gates_table
+    from lsa.report import claims_table, verdict_counts
+    from lsa.sections.report import counts_sentence
 
     claims = claims_table(pd.read_csv(snapshot / "claims.csv").to_dict(orient="records"))
     stamp = json.loads((snapshot / "stamp.json").read_text())
@@ -152,26 +165,10 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
         out += ["This snapshot predates the premise gates (`lsa.gates`): its verdicts were given "
                 "without checking that the testbed shows the phenomenon the paper is about.", ""]
     else:
-        out += ["| gate | question | value [95% interval] | threshold | outcome |",
-                "|---|---|---|---|---|"]
-        for g in gates:
-            outcome = ("descriptive" if g["threshold"] is None and g["passed"] is None
-                       and not g["detail"].startswith("not computable")
-                       else "not computable" if g["passed"] is None
-                       else "pass" if g["passed"] else "fail")
-            threshold = "-" if g["threshold"] is None else f">= {g['threshold']:g}"
-            out.append(f"| {g['gate']} | {g['question']} | {_num(g['value'])} "
-                       f"[{_num(g['low'])}, {_num(g['high'])}] | {threshold} | {outcome} |")
-        out += ["", *[f"- **{g['gate']}**: {g['detail']}" for g in gates], ""]
-    out += ["## Counts", ""]
-    for kind, title in (("paper", "The paper's claims"),
-                        ("control", "The project's controls and audits (not verdicts on the "
-                                    "paper)")):
-        sub = claims[claims["kind"] == kind]
-        if len(sub):
-            counts = sub["verdict"].value_counts()
-            out.append(f"- **{title}** ({len(sub)}): "
-                       + ", ".join(f"{n} {v}" for v, n in counts.items()))
+        table = gates_table([Gate(**g) for g in gates])
+        out += [table.drop(columns="detail").to_markdown(index=False), "",
+                *[f"- **{g}**: {d}" for g, d in zip(table["gate"], table["detail"])], ""]
+    out += ["## Counts", "", counts_sentence(*verdict_counts(claims))]
     out += ["", "## What moved since the previous snapshot", ""]
     if previous_claims is None:
         out += ["No previous snapshot.", ""]

@@ -139,6 +139,26 @@ def claims_table(claims: list[dict[str, Any]]):
     return table
 
 
+#: the order the counts are shown in: the paper's verdicts, the project's controls' outcomes
+VERDICT_ORDER = ["agrees", "disagrees", "inconclusive", "premise not met", "not run"]
+CONTROL_ORDER = ["helps", "hurts", "no effect", "passes", "fails", "unclear", "premise not met",
+                 "not run"]
+
+
+def verdict_counts(table) -> tuple[dict[str, int], dict[str, int]]:
+    """``(paper, controls)``: the paper's claims by verdict (every verdict of ``VERDICT_ORDER``,
+    zeros included) and the project's controls by outcome (those that occur, in
+    ``CONTROL_ORDER``), counted apart (a claims table's ``kind`` column)."""
+    paper_rows, control_rows = table[table["kind"] == "paper"], table[table["kind"] == "control"]
+    paper_counts = paper_rows["verdict"].value_counts().reindex(VERDICT_ORDER, fill_value=0)
+    found = sorted(set(control_rows["verdict"]),
+                   key=lambda v: (v not in CONTROL_ORDER,
+                                  CONTROL_ORDER.index(v) if v in CONTROL_ORDER else 0, v))
+    control_counts = control_rows["verdict"].value_counts().reindex(found, fill_value=0)
+    return ({k: int(v) for k, v in paper_counts.items()},
+            {k: int(v) for k, v in control_counts.items()})
+
+
 def collect_claims(metrics_files: list[Path]) -> list[dict[str, Any]]:
     """All claims stored in the given sections' metrics files, in order."""
 

@@ -1,7 +1,9 @@
 """lsa.timings (the pipeline's own measurements, summed) and lsa.publish (the snapshot)."""
 
+import base64
 import json
 import os
+import re
 import time
 
 import nbformat
@@ -70,7 +72,13 @@ def _fake_outputs(profile):
     figs.mkdir(parents=True)
     (figs / "fig_a.png").write_bytes(b"\x89PNG fake")
     (figs / "fig_a.pdf").write_bytes(b"%PDF fake")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title here")])
+    gallery = nbformat.v4.new_code_cell("gallery", outputs=[
+        nbformat.v4.new_output("display_data", {"image/png": base64.b64encode(
+            b"\x89PNG fake").decode()}),   # a saved figure: linked, not embedded again
+        nbformat.v4.new_output("display_data", {"image/png": base64.b64encode(
+            b"\x89PNG inline only").decode()})])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title here"),
+                                         gallery])
     nbdir = paths.results_dir(profile) / "notebooks"
     nbdir.mkdir(parents=True)
     nbformat.write(nb, nbdir / f"{publish.REPORT}.ipynb")
@@ -106,16 +114,19 @@ def test_publish_copies_claims_pngs_and_html_and_stamps_them(out_root, tmp_path,
         "RESULTS.md", "STAMP.md", "claims.csv", "claims.md", "figures", "gates.json",
         "notebooks", "stamp.json"]
     results = (dest / "RESULTS.md").read_text()
-    assert "| G1 | q | 1 [0.8, 1.2] | >= 0.5 | pass |" in results
-    assert "**The paper's claims** (1): 1 agrees" in results
-    assert "**The project's controls and audits (not verdicts on the paper)** (1): 1 helps" \
-        in results
+    assert re.search(r"\| G1 +\| q +\| 1 \[0\.8, 1\.2\] +\| >= 0\.5 +\| pass +\|", results)
+    assert ("**1 claims of the paper**: 1 agrees, 0 disagrees, 0 inconclusive, 0 premise not met,"
+            " 0 not run; **1 of the project's controls and audits** (not verdicts on the paper):"
+            " 1 helps") in results
     # what moved: against the claims.csv of the snapshot it replaced
     assert "verdicts changed (1): T1.1 disagrees -> agrees" in results
     assert "claims added (1): A1.1" in results and "claims gone (1): T1.9" in results
     assert [p.name for p in (dest / "figures").iterdir()] == ["fig_a.png"]  # PNG only
     html = (dest / "notebooks" / f"{publish.REPORT}.html").read_text()
     assert "Title here" in html and "<html" in html.lower()
+    assert 'src="../figures/fig_a.png"' in html
+    assert base64.b64encode(b"\x89PNG fake").decode() not in html
+    assert base64.b64encode(b"\x89PNG inline only").decode() in html
     stamp = json.loads((dest / "stamp.json").read_text())
     assert stamp["commit"] == "abc123" and stamp["reproduce"]["wall_s"] == 1500.0
     assert stamp["machine"]["cpu_count"] == os.cpu_count()

@@ -11,12 +11,11 @@ measured on the same probes can be compared pairwise.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
 from lsa.data.recurrence import copy_probes
+from lsa.stats import mean_se
 
 #: tokens per forward pass: the probes of a long window go one at a time (a 7B model at 16K)
 TOKENS_PER_BATCH = 8192
@@ -38,12 +37,6 @@ def _span_nll(model, windows: torch.Tensor, scored: slice) -> tuple[list[float],
     return nll, exact
 
 
-def _mean_se(values: list[float]) -> tuple[float, float]:
-    mean = sum(values) / len(values)
-    var = sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)
-    return mean, math.sqrt(var / len(values))
-
-
 def copy_retrieval(model, stream, lengths: list[int], n: int, span: int, seed: int,
                    control: bool = False) -> dict[int, dict]:
     """``{L: {copy_nll, copy_stderr, retrieval, n, distance: [lo, hi], per_probe,
@@ -55,14 +48,14 @@ def copy_retrieval(model, stream, lengths: list[int], n: int, span: int, seed: i
     for length in lengths:
         probes = copy_probes(stream, length, n, span, seed)
         nll, exact = _span_nll(model, probes.copy, probes.scored)
-        mean, se = _mean_se(nll)
+        mean, se = mean_se(nll)
         row = {"copy_nll": mean, "copy_stderr": se, "retrieval": sum(exact) / n, "n": n,
                "distance": [int(probes.distance.min()), int(probes.distance.max())],
                "per_probe": nll}
         if control:
             ctrl, _ = _span_nll(model, probes.control, probes.scored)
-            row["control_nll"], row["control_stderr"] = _mean_se(ctrl)
-            row["gain"], row["gain_stderr"] = _mean_se([c - v for c, v in zip(ctrl, nll)])
+            row["control_nll"], row["control_stderr"] = mean_se(ctrl)
+            row["gain"], row["gain_stderr"] = mean_se([c - v for c, v in zip(ctrl, nll)])
         out[length] = row
     model.train(was_training)
     return out

@@ -10,12 +10,8 @@ import pandas as pd
 
 from lsa import files, gates, paths
 from lsa.notebook import Setup
-from lsa.report import claims_table, collect_claims
+from lsa.report import claims_table, collect_claims, verdict_counts
 from lsa.sections import Result
-
-VERDICT_ORDER = ["agrees", "disagrees", "inconclusive", "premise not met", "not run"]
-CONTROL_ORDER = ["helps", "hurts", "no effect", "passes", "fails", "unclear", "premise not met",
-                 "not run"]
 
 
 def analyse(setup: Setup) -> Result:
@@ -25,13 +21,7 @@ def analyse(setup: Setup) -> Result:
     found = [s for s in wanted if paths.metrics_file(profile, s).exists()]
     missing = [s for s in wanted if s not in found]
     table = claims_table(collect_claims([paths.metrics_file(profile, s) for s in found]))
-    paper_rows, control_rows = table[table["kind"] == "paper"], table[table["kind"] == "control"]
-    counts = paper_rows["verdict"].value_counts().reindex(VERDICT_ORDER, fill_value=0)
-    control_counts = control_rows["verdict"].value_counts().reindex(
-        sorted(set(control_rows["verdict"]), key=lambda v: (v not in CONTROL_ORDER,
-                                                            CONTROL_ORDER.index(v)
-                                                            if v in CONTROL_ORDER else 0, v)),
-        fill_value=0)
+    counts, control_counts = verdict_counts(table)
     found_gates = gates.compute_gates(setup.pipe)
     rows = []
     for s in found:
@@ -45,14 +35,17 @@ def analyse(setup: Setup) -> Result:
     return Result(tables={"gates": gates.gates_table(found_gates), "claims": table,
                           "provenance": pd.DataFrame(rows)},
                   metrics={"sections_found": found, "sections_missing": missing,
-                           "verdicts": {k: int(v) for k, v in counts.items()},
-                           "control_outcomes": {k: int(v) for k, v in control_counts.items()},
+                           "verdicts": counts, "control_outcomes": control_counts,
                            "gates": [g.to_dict() for g in found_gates]})
 
 
 def counts_text(result: Result) -> str:
     """The paper's claims by verdict, then the project's controls by outcome, counted apart."""
-    counts, controls = result.metrics["verdicts"], result.metrics["control_outcomes"]
+    return counts_sentence(result.metrics["verdicts"], result.metrics["control_outcomes"])
+
+
+def counts_sentence(counts: dict[str, int], controls: dict[str, int]) -> str:
+    """``verdict_counts``' two tallies in one sentence (the report and the results page)."""
     text = (f"**{sum(counts.values())} claims of the paper**: "
             + ", ".join(f"{n} {v}" for v, n in counts.items()))
     if controls:
