@@ -7,7 +7,7 @@
                                                         interrupted run (stale lock, cut jobs)
     python -m lsa check    [--profile P]                check the outputs of a pipeline run
     python -m lsa fetch    books                        fetch the book corpus into data/
-    python -m lsa pretrain [--profile P]                the profile's base model (a run folder)
+    python -m lsa pretrain [--profile P] [--run base_sN] the profile's base model (a run folder)
     python -m lsa finetune --run NAME [--profile P]     one context-extension run
     python -m lsa babilong --run NAME [--profile P]     one BABILong fine-tuning run (train design)
     python -m lsa babilong-eval --run NAME [--profile P]
@@ -236,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         if name != "pretrain":
             p.add_argument("--run", required=True,
                            help="a run name (python -m lsa config --runs shows them)")
+        else:
+            p.add_argument("--run", default="base",
+                           help="base (default) or a further base model of "
+                                "ablation.base_seeds (base_sN)")
         p.add_argument("--expect-id", help="the run folder the pipeline expects; the job fails "
                                            "before any compute when its own differs")
         p.set_defaults(func=_job)

@@ -97,7 +97,8 @@ def measured_row(metrics: dict[str, Any], l_train: int) -> dict[str, Any]:
 
 def collect_runs(pipe: PipelineConfig, names: list[str] | None = None) -> pd.DataFrame:
     """One row per finished fine-tuning run (``names``: these runs; default the Section
-    5.1-5.2 grid and explicit runs): method, alpha, seed, setting (``setting_label``),
+    5.1-5.2 grid and explicit runs): method, alpha, seed, the base model's pretraining seed
+    (``base_seed``), setting (``setting_label``),
     perplexities by multiple of the training window, long-window perplexity, misalignment
     metric (``misalignment``: the paper's positions, both contexts >= l_train / 2;
     ``misalignment_all``: every overlap position) and its parts, final training losses,
@@ -112,7 +113,9 @@ def collect_runs(pipe: PipelineConfig, names: list[str] | None = None) -> pd.Dat
                                "loss": loss_label(spec.alpha), "seed": spec.seed,
                                "setting": setting_label(spec), "divergence": spec.divergence,
                                "ce_on": spec.ce_on, "l_extra_setting": spec.l_extra_setting,
-                               "steps": m.get("steps"), "l_train": m["l_train"]}
+                               "steps": m.get("steps"), "l_train": m["l_train"],
+                               "base_seed": pipe.pretrain.seed if spec.base_seed is None
+                               else spec.base_seed}
         row.update(measured_row(m, m["l_train"]))
         tail = log[-max(1, len(log) // 5):]  # the last fifth of training
         row["final_ce"] = float(np.mean([r["ce"] for r in tail])) if tail else math.nan

@@ -217,6 +217,9 @@ class RunConfig(StrictConfig):
     l_train: int | None = setting(None, ge=2, help="training window; null: finetune.l_train")
     lr: float | None = setting(None, gt=0, help="null: finetune.optim.lr (LoRA: lora_lr)")
     steps: int | None = setting(None, ge=1, help="null: finetune.optim.steps")
+    base_seed: int | None = setting(
+        None, ge=0, help="pretraining seed of the base model it starts from; null: the "
+                         "pipeline's base model (ablation.base_seeds: further base models)")
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.name):
@@ -353,6 +356,15 @@ class AblationConfig(StrictConfig):
         help="compute: steps of the extra CE-only runs (e.g. equal distinct tokens, 1.25x "
              "the steps at setting 1, and equal forward tokens, 2x); the claim uses the one "
              "nearest to equal counted work (forward and backward tokens)")
+    base_seeds: list[int] = setting(
+        factory=list, each_ge=0,
+        help="pretraining seeds of further, independently pretrained base models: the core "
+             "comparisons (CE, CE on both windows, SCE at alpha, Jeffreys at "
+             "robust_jeffreys_alpha) run on each at every seed, and on the pipeline's base; "
+             "[]: one base model")
+    robust_jeffreys_alpha: float = setting(
+        1.0, gt=0, help="base_seeds: the Jeffreys arm of the core comparisons (item "
+                        "divergence's best, fixed here before the run)")
 
     def validate(self) -> None:
         for key in ("sce_alphas", "jeffreys_alphas", "entropy_alphas", "l_extra_alphas",
@@ -364,6 +376,8 @@ class AblationConfig(StrictConfig):
         if self.method == "none":
             self._fail("method", "must be a positional method (item parts compares it with "
                                  "'none')")
+        if len(set(self.base_seeds)) != len(self.base_seeds):
+            self._fail("base_seeds", "must not repeat a seed")
 
 ProbeRope = Literal["pi", "ntk", "yarn", "dynamic", "abf"]
 

@@ -43,14 +43,14 @@ def pretrain(pipe: PipelineConfig, run: Run | None = None, progress: bool = True
     from lsa.train import Objective, train
 
     run = run or runs_of(pipe).base
-    cfg = pipe.pretrain
+    cfg = replace(pipe.pretrain, seed=run.identity["seed"])  # ablation.base_seeds: another
     folder = run.folder
     if run.finished:
         return folder
     started = time.time()
     seed_everything(cfg.seed)
     corpus = prepare_corpus(cfg.data, base_tokenizer(pipe), window=cfg.model.base_window)
-    model = build_base_model(pipe, corpus.tokenizer)
+    model = build_base_model(pipe, corpus.tokenizer, seed=cfg.seed)
     folder.mkdir(parents=True, exist_ok=True)
     corpus.tokenizer.save_pretrained(folder / "tokenizer")
     if cfg.model.source == "scratch":
@@ -104,7 +104,7 @@ def _start(pipe: PipelineConfig, run: Run) -> tuple[Corpus, float]:
     seed_everything(run.spec.seed)
     window = (pipe.babilong.l_train if run.kind == "babilong"
               else pipe.finetune.l_train_of(run.spec))
-    return load_corpus_for(runs_of(pipe).base.folder, pipe.pretrain.data, window), started
+    return load_corpus_for(run.base.folder, pipe.pretrain.data, window), started
 
 
 def lm_metrics(pipe: PipelineConfig, model, corpus: Corpus, l_train: int, lengths: list[int]
@@ -160,7 +160,7 @@ def finetune(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
         return folder
     corpus, started = _start(pipe, run)
     l_train = fcfg.l_train_of(spec)
-    model, method = build_for_run(pipe, spec, l_train)
+    model, method = build_for_run(pipe, spec, l_train, base=run.base)
     objective = Objective(l_train=l_train, alpha=spec.alpha,
                           l_extra_setting=spec.l_extra_setting, ce_on=spec.ce_on,
                           divergence=spec.divergence, reduce_terms=fcfg.reduce_terms,
@@ -213,7 +213,7 @@ def babilong_train(pipe: PipelineConfig, run: Run, progress: bool = True) -> Pat
             for task in bcfg.tasks}
     stream = BabilongStream(train_samples, train_hay, corpus.streams["train"], corpus.tokenizer,
                             l_train=bcfg.l_train).keep_fitting(int(0.8 * bcfg.l_train))
-    model, _ = build_for_run(pipe, spec, bcfg.l_train)
+    model, _ = build_for_run(pipe, spec, bcfg.l_train, base=run.base)
     objective = Objective(l_train=bcfg.l_train, alpha=spec.alpha, ce_on="b",
                           answer_weight=bcfg.answer_weight)
     summary = train(model, stream, folder, bcfg.optim, objective, spec.seed,
@@ -254,7 +254,7 @@ def load_finetuned(pipe: PipelineConfig, run: Run):
                                 f"{pipe.profile}` first")
     l_train = (pipe.babilong.l_train if run.kind == "babilong"
                else pipe.finetune.l_train_of(run.spec))
-    model, method = build_for_run(pipe, run.spec, l_train)
+    model, method = build_for_run(pipe, run.spec, l_train, base=run.base)
     files = sorted((folder / "model").glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"{folder / 'model'} holds no .safetensors weights")

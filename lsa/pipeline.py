@@ -186,7 +186,7 @@ def check_runs(pipe: PipelineConfig) -> list[str]:
     """Problems in the folders of every run of the configuration."""
     problems: list[str] = []
     for run in runs_of(pipe):
-        label = "base" if run.kind == "base" else \
+        label = run.name if run.kind == "base" else \
             f"{run.kind}_{run.name}" if run.kind in ("babilong-eval", "probe", "longbench") \
             else run.name
         if run.finished:

@@ -206,15 +206,26 @@ class Run:
     @property
     def job(self) -> str:
         """The job's name in logs and benchmarks (``logs/<profile>/<job>.log``)."""
-        return "base_model" if self.kind == "base" else f"{self.kind}_{self.name}"
+        if self.kind == "base":
+            return "base_model" if self.name == "base" else f"base_model_{self.name}"
+        return f"{self.kind}_{self.name}"
 
     @property
     def command(self) -> list[str]:
         """``python -m lsa`` arguments that run it (without the configuration)."""
-        return ["pretrain"] if self.kind == "base" else [self.kind, "--run", self.name]
+        if self.kind == "base":
+            return ["pretrain"] if self.name == "base" else ["pretrain", "--run", self.name]
+        return [self.kind, "--run", self.name]
 
     def describe(self) -> str:
-        return "the base model" if self.kind == "base" else f"{self.kind} run {self.name}"
+        if self.kind == "base":
+            return "the base model" if self.name == "base" else f"base model {self.name}"
+        return f"{self.kind} run {self.name}"
+
+    @property
+    def base(self) -> Run | None:
+        """The base model a fine-tuning or BABILong run starts from (None for other kinds)."""
+        return next((n for n in self.needs if n.kind == "base"), None)
 
     def summary(self) -> dict[str, Any]:
         return _read(self.folder / FINISHED)
@@ -248,11 +259,20 @@ def _read(path: Path) -> Any:
 # identities: what determines each kind of run's numbers (the digest's input, config.json)
 
 
-def base_identity(pipe: PipelineConfig) -> dict[str, Any]:
-    """The pretraining settings and the copy probes the base model is measured by (the premise
-    gates' numbers: ``lsa.jobs.base_probe_lengths``)."""
+def base_name(seed: int | None) -> str:
+    """A base model's run name: ``base`` (the pipeline's), ``base_sN`` (pretraining seed N)."""
+    return "base" if seed is None else f"base_s{seed}"
+
+
+def base_identity(pipe: PipelineConfig, seed: int | None = None) -> dict[str, Any]:
+    """The pretraining settings (``seed``: another pretraining seed than the pipeline's) and
+    the copy probes the base model is measured by (the premise gates' numbers:
+    ``lsa.jobs.base_probe_lengths``)."""
     ft = pipe.finetune
-    return {**pipe.pretrain.to_dict(),
+    pretrain = pipe.pretrain.to_dict()
+    if seed is not None:
+        pretrain["seed"] = seed
+    return {**pretrain,
             "probes": {"copy_probes": ft.copy_probes, "metric_seed": ft.metric_seed,
                        "longest": max(ft.eval_multiples) * ft.l_train}}
 
@@ -263,13 +283,22 @@ GRID_KEYS = ("methods", "alphas", "seeds", "runs")  # which runs exist, not what
 def finetune_identity(pipe: PipelineConfig, base: Run, spec: RunConfig) -> dict[str, Any]:
     """The base model, every finetune setting but those that list the runs, and the run."""
     shared = {k: v for k, v in pipe.finetune.to_dict().items() if k not in GRID_KEYS}
-    return {"base": base.id, **shared, "run": spec.to_dict()}
+    return {"base": base.id, **shared, "run": _spec_identity(spec)}
+
+
+def _spec_identity(spec: RunConfig) -> dict[str, Any]:
+    """A run's settings as its identity holds them: ``base_seed`` only where it is set (the
+    base's id is in the identity already; runs from the pipeline's base keep their ids)."""
+    out = spec.to_dict()
+    if out.get("base_seed") is None:
+        out.pop("base_seed", None)
+    return out
 
 
 def babilong_identity(pipe: PipelineConfig, base: Run, spec: RunConfig) -> dict[str, Any]:
     """The base model, the BABILong settings but the grid's alphas and seeds, and the run."""
     shared = {k: v for k, v in pipe.babilong.to_dict().items() if k not in ("alphas", "seeds")}
-    return {"base": base.id, **shared, "run": spec.to_dict()}
+    return {"base": base.id, **shared, "run": _spec_identity(spec)}
 
 
 EVAL_KEYS = ("tasks", "test_samples", "depth_task", "prompt_parts", "eval_lengths",
@@ -330,11 +359,13 @@ def grid_run_name(method: str, alpha: float, seed: int) -> str:
 
 
 def make_run(method: str, alpha: float, seed: int, *, divergence: str = "sce", ce_on: str = "a",
-             l_extra_setting: int = 1, steps: int | None = None) -> RunConfig:
+             l_extra_setting: int = 1, steps: int | None = None,
+             base_seed: int | None = None) -> RunConfig:
     """A fine-tuning run named by its settings: ``METHOD_aALPHA_sSEED`` (the grid's name), then
     ``_jeffreys`` / ``_entropy`` (divergence of a regularized run), ``_ceboth``,
-    ``_lxN`` (l_extra setting N) and ``_stepsN`` where they differ from the defaults. Equal
-    settings give equal names, so the sections share their runs."""
+    ``_lxN`` (l_extra setting N), ``_stepsN`` and ``_bN`` (from the base model of pretraining
+    seed N) where they differ from the defaults. Equal settings give equal names, so the
+    sections share their runs."""
     if alpha == 0:
         divergence = "sce"  # no divergence is trained: every CE-only run is the same run
     name = grid_run_name(method, alpha, seed)
@@ -342,9 +373,10 @@ def make_run(method: str, alpha: float, seed: int, *, divergence: str = "sce", c
     name += f"_ce{ce_on}" if ce_on != "a" else ""
     name += f"_lx{l_extra_setting}" if l_extra_setting != 1 else ""
     name += f"_steps{steps}" if steps is not None else ""
+    name += f"_b{base_seed}" if base_seed is not None else ""
     return RunConfig(name=name, method=method, alpha=alpha, seed=seed,  # type: ignore[arg-type]
                      divergence=divergence, ce_on=ce_on,  # type: ignore[arg-type]
-                     l_extra_setting=l_extra_setting, steps=steps)
+                     l_extra_setting=l_extra_setting, steps=steps, base_seed=base_seed)
 
 
 def finetune_specs(ft: FinetuneConfig) -> list[RunConfig]:
@@ -379,10 +411,24 @@ def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
         if "parts" in ab.items:
             specs += [make_run(method, a, seed) for method in ("none", m)
                       for a in (0.0, ab.alpha)]
+    specs += [spec for base in (None, *ab.base_seeds) if ab.base_seeds
+              for spec in core_specs(ab, base)]
     unique: dict[str, RunConfig] = {}
     for spec in specs:
         unique.setdefault(spec.name, spec)
     return list(unique.values())
+
+
+def core_specs(ab: AblationConfig, base_seed: int | None) -> list[RunConfig]:
+    """The core comparisons of Section 5.3 on one base model (``ablation.base_seeds``): CE,
+    CE on both windows, SCE at ``alpha`` and Jeffreys at ``robust_jeffreys_alpha``, at every
+    seed."""
+    m = ab.method
+    return [spec for seed in ab.seeds for spec in (
+        make_run(m, 0.0, seed, base_seed=base_seed),
+        make_run(m, 0.0, seed, ce_on="both", base_seed=base_seed),
+        make_run(m, ab.alpha, seed, base_seed=base_seed),
+        make_run(m, ab.robust_jeffreys_alpha, seed, divergence="jeffreys", base_seed=base_seed))]
 
 
 def gate_specs(pipe: PipelineConfig) -> list[RunConfig]:
@@ -420,6 +466,13 @@ def check_plan(pipe: PipelineConfig) -> None:
         if spec.name in grid and grid[spec.name] != spec.to_dict():
             raise ConfigError(f"finetune.runs: run {spec.name!r} has other settings than "
                               f"the ablation run of that name; rename it")
+    if pipe.pretrain.seed in pipe.ablation.base_seeds:
+        raise ConfigError(f"ablation.base_seeds = {pipe.ablation.base_seeds!r}: "
+                          f"{pipe.pretrain.seed} is the pipeline's own base model "
+                          "(pretrain.seed); list other pretraining seeds")
+    if pipe.ablation.base_seeds and pipe.pretrain.model.source != "scratch":
+        raise ConfigError("ablation.base_seeds: further base models are pretrained from "
+                          f"scratch; pretrain.model.source is {pipe.pretrain.model.source!r}")
     for name in pipe.longbench.finetune_runs or []:
         if name not in grid:
             raise ConfigError(f"longbench.finetune_runs = {pipe.longbench.finetune_runs!r}: "
@@ -457,6 +510,9 @@ class RunSet:
         self.design = pipe.babilong.design
         base = Run("base", "base", pipe.profile, base_identity(pipe))
         self.base = base
+        self.bases = {"base": base, **{
+            base_name(s): Run("base", base_name(s), pipe.profile, base_identity(pipe, s))
+            for s in pipe.ablation.base_seeds}}
         grid, ablation = finetune_specs(pipe.finetune), ablation_specs(pipe.ablation)
         self.grid = [s.name for s in grid]
         self.ablation = [s.name for s in ablation]
@@ -465,8 +521,11 @@ class RunSet:
         specs = {s.name: s for s in gates}
         specs.update({s.name: s for s in ablation})
         specs.update({s.name: s for s in grid})  # equal settings (check_plan)
+        def start(spec: RunConfig) -> Run:
+            return self.bases[base_name(spec.base_seed)]
+
         self.finetune = {name: Run("finetune", name, pipe.profile,
-                                   finetune_identity(pipe, base, s), s, (base,))
+                                   finetune_identity(pipe, start(s), s), s, (start(s),))
                          for name, s in specs.items()}
         self.babilong = {s.name: Run("babilong", s.name, pipe.profile,
                                      babilong_identity(pipe, base, s), s, (base,))
@@ -508,7 +567,7 @@ class RunSet:
     def of_kind(self, kind: str) -> dict[str, Run]:
         if kind not in KINDS:
             raise ConfigError(f"run kind {kind!r}: must be one of {', '.join(KINDS)}")
-        return {"base": {"base": self.base}, "finetune": self.finetune,
+        return {"base": self.bases, "finetune": self.finetune,
                 "babilong": self.babilong, "babilong-eval": self.babilong_eval,
                 "probe": self.probes, "longbench": self.longbench}[kind]
 
@@ -528,7 +587,7 @@ class RunSet:
         return runs[name]
 
     def __iter__(self) -> Iterator[Run]:
-        yield self.base
+        yield from self.bases.values()
         yield from self.finetune.values()
         yield from self.babilong.values()
         yield from self.babilong_eval.values()

@@ -113,6 +113,58 @@ def test_closing_text_leads_with_the_same_cost_control_and_the_metric():
     assert "not run" in ablation.closing_text(None, "nll_4x")
 
 
+def test_far_context_text_answers_whether_a_regularizer_ignores_far_context():
+    eff = _eff([
+        {"setting": "SCE 0.1", "baseline": "pi CE", "column": "nll_copy_1x",
+         "delta": 0.3, "low": 0.1, "high": 0.5},       # uses the far context less
+        {"setting": "SCE 0.1", "baseline": "pi CE", "column": "nll_4x",
+         "delta": -0.3, "low": -0.5, "high": -0.1},    # not a copy column: not read
+        {"setting": "Jeffreys 1", "baseline": "pi CE", "column": "nll_copy_1x",
+         "delta": 0.1, "low": -0.2, "high": 0.4},
+        {"setting": "Jeffreys 1", "baseline": "pi CE (both windows)", "column": "nll_copy_1x",
+         "delta": 0.1, "low": 0.05, "high": 0.15}])   # the fair control does not decide it
+    text = ablation.far_context_text(eff)
+    assert "SCE 0.1 raise the copy NLL against CE-only" in text
+    assert "Jeffreys 1 raise" not in text
+    assert "Jeffreys and SCE differ there (SCE: raises; Jeffreys: unclear)" in text
+    assert "nll_4x" not in text
+    calm = eff.assign(low=-0.1, high=0.2)
+    assert "No arm raises the copy NLL" in ablation.far_context_text(calm)
+    assert "behave alike" in ablation.far_context_text(calm)
+    assert "not answered" in ablation.far_context_text(None)
+    runs = pd.DataFrame(columns=["nll_copy_1x", "nll_copy_4x", "nll_copy_2x", "nll_1x"])
+    assert ablation.far_columns(runs) == ["nll_copy_1x", "nll_copy_2x"]
+
+
+def test_base_effects_pair_within_each_base_model_and_keep_its_variance():
+    from lsa.config import AblationConfig
+
+    cfg = AblationConfig(seeds=[0, 1], base_seeds=[1], alpha=0.1, robust_jeffreys_alpha=1.0)
+    assert ablation.core_pairs(cfg)[0] == ("SCE 0.1", "CE (both windows)")
+    rows = []
+    for base, shift in ((0, -1.0), (1, +3.0)):  # the SCE effect: -1 on base 0, +3 on base 1
+        for seed in (0, 1):
+            noise = 0.5 * seed  # shared within a (base, seed): it cancels in the pair
+            for setting, v in (("CE (both windows)", 10.0), ("CE", 11.0), ("Jeffreys 1", 10.0),
+                               ("SCE 0.1", 10.0 + shift)):
+                rows.append({"method": "pi", "setting": setting, "seed": seed,
+                             "base_seed": base, "nll_4x": v + noise + base})
+    eff = ablation.base_effects(pd.DataFrame(rows), cfg, ["nll_4x"], n_resamples=400)
+    row = eff[(eff["setting"] == "SCE 0.1") & (eff["baseline"] == "CE (both windows)")].iloc[0]
+    assert row.delta == pytest.approx(1.0) and row.pairs == 4 and row.bases == 2
+    assert row.per_base == "base 0: -1, base 1: +3"
+    # the bootstrap draws base models: its interval spans their disagreement
+    assert row.low == pytest.approx(-1.0) and row.high == pytest.approx(3.0)
+    flat = eff[(eff["setting"] == "CE (both windows)") & (eff["baseline"] == "CE")].iloc[0]
+    assert flat.delta == pytest.approx(-1.0) and (flat.low, flat.high) == pytest.approx((-1, -1))
+    text = ablation.bases_text(eff)
+    assert "SCE 0.1 vs CE (both windows)**, nll_4x: +1 [-1, +3]" in text
+    assert "unclear, opposite signs between base models" in text
+    assert "CE (both windows) vs CE**, nll_4x: -1 [-1, -1]" in text and "helps, the same sign" \
+        in text
+    assert "One base model" in ablation.bases_text(None)
+
+
 def test_one_claim_per_comparison_the_papers_direction_and_the_controls_apart():
     from lsa.config import AblationConfig
 

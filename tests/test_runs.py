@@ -63,7 +63,8 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
         runs.finetune["pi_a0.1_s0"].id) == 1
     pi = runs.get("finetune", "pi_a0.1_s0")
     assert pi.needs == (runs.base,) and pi.spec.alpha == 0.1 and pi.spec.method == "pi"
-    assert pi.identity["base"] == runs.base.id and pi.identity["run"] == pi.spec.to_dict()
+    assert pi.identity["base"] == runs.base.id
+    assert pi.identity["run"] == {k: v for k, v in pi.spec.to_dict().items() if k != "base_seed"}
     assert pi.folder == out_root / "results" / "smoke" / "runs" / pi.id
     assert pi.command == ["finetune", "--run", "pi_a0.1_s0"] and runs.base.command == ["pretrain"]
     assert pi.job == "finetune_pi_a0.1_s0" and runs.base.job == "base_model"
@@ -73,6 +74,46 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
     with pytest.raises(ConfigError, match="run kind 'train'"):
         runs.get("train", "x")
     assert set(KINDS) == {"base", "finetune", "babilong", "babilong-eval", "probe", "longbench"}
+
+
+def test_further_base_models_carry_the_core_comparisons(out_root):
+    """ablation.base_seeds: a base model per further pretraining seed, the core comparisons
+    fine-tuned from each; every other run keeps its id."""
+    import torch
+    from safetensors.torch import load_file
+
+    from lsa import jobs
+    from lsa.models import build_for_run
+
+    plain = runs_of(from_mapping({"profile": "smoke"}))
+    pipe = from_mapping({"profile": "smoke", "defaults": {"ablation": {"base_seeds": [1]}}})
+    rs = runs_of(pipe)
+    b1 = rs.bases["base_s1"]
+    assert list(rs.bases) == ["base", "base_s1"] and rs.base.id == plain.base.id
+    assert b1.identity["seed"] == 1 and b1.id != rs.base.id
+    assert b1.command == ["pretrain", "--run", "base_s1"] and b1.job == "base_model_base_s1"
+    assert rs.get("base", "base_s1") is b1 and list(rs)[:2] == [rs.base, b1]
+    core = {n for n in rs.ablation if n.endswith("_b1")}
+    assert core == {f"pi_a0_s{s}_b1" for s in (0, 1)} | {f"pi_a0_s{s}_ceboth_b1" for s in (0, 1)} \
+        | {f"pi_a0.1_s{s}_b1" for s in (0, 1)} | {f"pi_a1_s{s}_jeffreys_b1" for s in (0, 1)}
+    run = rs.finetune["pi_a0_s0_b1"]
+    assert run.needs == (b1,) and run.base is b1 and run.identity["base"] == b1.id
+    assert run.identity["run"]["base_seed"] == 1
+    for name, other in plain.finetune.items():  # the runs from the pipeline's base: same ids
+        assert rs.finetune[name].id == other.id
+    with pytest.raises(ConfigError, match="pipeline's own base model"):
+        runs_of(from_mapping({"profile": "smoke", "defaults": {"ablation": {"base_seeds": [0]}}}))
+    # trained: another initialization, and the core runs start from it
+    jobs.pretrain(pipe, rs.base, progress=False)
+    jobs.pretrain(pipe, b1, progress=False)
+    w0, w1 = (load_file(next((b.folder / "model").glob("*.safetensors")))
+              for b in (rs.base, b1))
+    key = next(k for k in w0 if "embed_tokens" in k)
+    assert not torch.equal(w0[key], w1[key])
+    model, _ = build_for_run(pipe, run.spec, pipe.finetune.l_train_of(run.spec), base=run.base)
+    assert torch.equal(model.state_dict()[key], w1[key])
+    jobs.finetune(pipe, run, progress=False)
+    assert run.finished and run.metrics()["run"] == "pi_a0_s0_b1"
 
 
 def test_a_run_is_finished_by_its_marker_written_last(out_root):

@@ -38,11 +38,12 @@ def analyse(setup: Setup) -> Result:
     pipe, cfg = setup.pipe, setup.settings
     names = runs_of(pipe).ablation
     setup.ensure_runs()
-    runs = ablation.with_entropy(analysis.collect_runs(pipe, names))
+    every = ablation.with_entropy(analysis.collect_runs(pipe, names))
+    runs = every[every["base_seed"] == pipe.pretrain.seed]  # items 1-6: the pipeline's base
     long, long_ppl = ablation.longest_column(runs), ablation.longest_column(runs, "ppl")
     columns = _ppl_columns(runs) + ["ppl_growth", "misalignment", "jeffreys", "mean_entropy"]
     judged = [long, long_ppl]
-    metrics = [*judged, *ablation.METRIC_COLUMNS]
+    metrics = [*judged, *ablation.METRIC_COLUMNS, *ablation.far_columns(runs)]
     result = Result(tables={"runs": runs}, notes={"long": long_ppl, "long_nll": long,
                                                   "columns": columns})
     out = ablation.Claims()
@@ -63,9 +64,17 @@ def analyse(setup: Setup) -> Result:
         result.tables[f"effects_{item}"] = eff
         claims(out, eff, cfg, long)
     result.claims += [c.to_dict() for c in out.claims]
+    bases = None
+    if cfg.base_seeds:  # the core comparisons on every base model (no further claims)
+        bases = ablation.base_effects(every, cfg, [c for c in ("nll_2x", long)
+                                                   if c in every.columns])
+        result.tables["bases"] = bases
+        result.tables["runs_every_base"] = every
     divergence = result.tables.get("effects_divergence")
     result.metrics = {"items": list(cfg.items), "runs": runs.to_dict(orient="records"),
                       "closing": ablation.closing_text(divergence, long),
+                      "far_context": ablation.far_context_text(divergence),
+                      "bases": ablation.bases_text(bases),
                       "multiplicity": ablation.multiplicity_text(result.claims)}
     result = with_premise(setup, result)
     result.tables["claims_paper"] = _claims_of(result.claims, "paper")

@@ -74,7 +74,7 @@ def run_output(run):
 
 def rule_name(run):
     if run.kind == "base":
-        return "base_model"
+        return run.job
     return run.kind.replace("-", "_") + "_" + "".join(c if c.isalnum() else "_" for c in run.name)
 
 
