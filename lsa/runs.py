@@ -470,6 +470,11 @@ def check_plan(pipe: PipelineConfig) -> None:
         raise ConfigError(f"ablation.base_seeds = {pipe.ablation.base_seeds!r}: "
                           f"{pipe.pretrain.seed} is the pipeline's own base model "
                           "(pretrain.seed); list other pretraining seeds")
+    for spec in specs:
+        if spec.base_seed is not None and spec.base_seed not in pipe.ablation.base_seeds:
+            raise ConfigError(f"finetune.runs: run {spec.name!r} starts from base_seed "
+                              f"{spec.base_seed}, which ablation.base_seeds "
+                              f"({pipe.ablation.base_seeds!r}) does not list")
     if pipe.ablation.base_seeds and pipe.pretrain.model.source != "scratch":
         raise ConfigError("ablation.base_seeds: further base models are pretrained from "
                           f"scratch; pretrain.model.source is {pipe.pretrain.model.source!r}")
