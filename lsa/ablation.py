@@ -247,13 +247,15 @@ def divergence_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig, colum
                     f"{metric} ({m})", "-", "?", eff, m, label, f"{m} CE", metric,
                     evidence="vs CE-only; the metric on the test books", kind="control",
                     words=MOVES)
+    j = 0  # after every other claim of the item, so their ids do not depend on these
+    for d, a in _arms(cfg):
         for far in sorted(set(eff["column"]) & {"nll_copy_1x", "nll_copy_2x"}):
-            i += 1
-            out.add(f"A1.{i}", f"CE + {a:g} x {DIVERGENCE_LABELS[d]}: its effect on the "
+            j += 1
+            out.add(f"A1.F{j}", f"CE + {a:g} x {DIVERGENCE_LABELS[d]}: its effect on the "
                     f"copy NLL at {far[9:]} l_train (use of far context; {m})", "-", "?", eff,
-                    m, label, f"{m} CE", far, evidence="vs CE-only; copy probes: the copied "
-                    "span's earlier occurrence in the far half of the window", kind="control",
-                    words=MOVES)
+                    m, f"{DIVERGENCE_LABELS[d]} {a:g}", f"{m} CE", far,
+                    evidence="vs CE-only; copy probes: the copied span's earlier occurrence "
+                    "in the far half of the window", kind="control", words=MOVES)
 
 
 def sweep_pairs(cfg: AblationConfig) -> list[tuple[str, str, str, str]]:
@@ -416,17 +418,23 @@ def base_effects(runs: pd.DataFrame, cfg: AblationConfig, columns: list[str],
     return pd.DataFrame(rows)
 
 
-def bases_text(eff: pd.DataFrame | None) -> str:
+def bases_text(eff: pd.DataFrame | None, gains: dict[str, str] | None = None) -> str:
     """The core comparisons across base models in words: whether each base model's paired
-    effect has the same sign, and the two-level interval's outcome."""
+    effect has the same sign, and the two-level interval's outcome; ``gains``: each base
+    model's far-copy gain at its window (G1's number: does it copy at all?)."""
     if eff is None or eff.empty:
         return ("One base model (ablation.base_seeds is empty in this profile): every effect "
                 "above varies the fine-tuning seed only, not the pretrained model.")
     lines = []
+    if gains:
+        lines.append("Each base model's far-copy gain at its own window (G1's measure; the "
+                     "comparisons below mean little on a base model that does not copy): "
+                     + "; ".join(f"{k}: {v}" for k, v in gains.items()) + ".\n")
     for row in eff.itertuples():
         word = control_outcome(row.low, row.high, row.bases)
         signs = {v.split(": ")[1][0] for v in row.per_base.split(", ")} if row.per_base else set()
-        agree = ("the same sign on every base model" if len(signs) == 1
+        agree = ("not run" if row.pairs == 0 else "one base model only" if row.bases < 2
+                 else "the same sign on every base model" if len(signs) == 1
                  else "opposite signs between base models")
         lines.append(f"- **{row.setting} vs {row.baseline}**, {row.column}: {row.delta:+.3g} "
                      f"[{row.low:+.3g}, {row.high:+.3g}] over {row.bases} base models x seeds "
@@ -455,9 +463,10 @@ def far_context_text(eff: pd.DataFrame | None) -> str:
     whether Jeffreys (alignment alone) and SCE differ there."""
     sel = (eff[eff["column"].isin(["nll_copy_1x", "nll_copy_2x"])] if eff is not None
            else pd.DataFrame())
-    if sel.empty:
-        return ("No copy probes in these runs' metrics (or item 1 not run): the question is "
-                "not answered here.")
+    judged = sel[(sel["column"] == "nll_copy_1x") & (sel["seeds"] >= 2)] if len(sel) else sel
+    if judged.empty:
+        return ("No copy probes at l_train in these runs' metrics with two or more seeds (or "
+                "item 1 not run): the question is not answered here.")
     lines, raised = [], {}
     for setting in dict.fromkeys(sel["setting"]):
         parts = []

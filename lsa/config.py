@@ -633,6 +633,16 @@ class PipelineConfig(StrictConfig):
                 if need not in self.sections:
                     raise ConfigError(f"sections.{key}.needs = {need!r}: unknown section; "
                                       f"allowed: {', '.join(self.sections)}")
+        data = self.pretrain.data
+        if data.recurrence > 0:  # a block of text and its copy must fit each training window
+            for where, window in (("pretrain.model.base_window", self.pretrain.model.base_window),
+                                  ("finetune.l_train", self.finetune.l_train),
+                                  ("babilong.l_train", self.babilong.l_train)):
+                if window < 2 * data.recurrence_span:
+                    raise ConfigError(
+                        f"pretrain.data.recurrence_span = {data.recurrence_span}: a copied chunk "
+                        f"and its source need 2 x {data.recurrence_span} tokens, more than "
+                        f"{where} = {window}; shorten the span or set data.recurrence: 0")
 
     def section_config(self, section: str) -> StrictConfig:
         """The settings a section's notebook receives as its parameters."""

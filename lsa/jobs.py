@@ -68,7 +68,7 @@ def pretrain(pipe: PipelineConfig, run: Run | None = None, progress: bool = True
     long_range = copy_retrieval(model, corpus.streams["test"], base_probe_lengths(pipe),
                                 pipe.finetune.copy_probes, cfg.data.recurrence_span,
                                 pipe.finetune.metric_seed, control=True)
-    metrics = {"run": "base", "data_source": corpus.source, "long_range": long_range,
+    metrics = {"run": run.name, "data_source": corpus.source, "long_range": long_range,
                "parameters": count_parameters(model), "vocab_size": len(corpus.tokenizer),
                "tokens": {k: len(v) for k, v in corpus.streams.items()},
                "validation_perplexity": ppl, "train": summary}
@@ -288,7 +288,7 @@ def load_finetuned(pipe: PipelineConfig, run: Run):
     if torch.cuda.is_available() and not method.quantize_4bit:  # NF4 weights: placed on load
         model = model.to("cuda")
     model.eval()
-    base = runs_of(pipe).base
+    base = run.base or runs_of(pipe).base
     _require_finished(pipe, (base,))
     tokenizer = AutoTokenizer.from_pretrained(base.folder / "tokenizer")
     return model, tokenizer

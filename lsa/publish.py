@@ -149,8 +149,7 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     import pandas as pd
 
     from lsa.gates import Gate, gates_table
-    from lsa.report import claims_table, verdict_counts
-    from lsa.sections.report import counts_sentence
+    from lsa.report import claims_table, counts_sentence, verdict_counts
 
     claims = claims_table(pd.read_csv(snapshot / "claims.csv").to_dict(orient="records"))
     stamp = json.loads((snapshot / "stamp.json").read_text())

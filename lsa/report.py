@@ -150,13 +150,26 @@ def verdict_counts(table) -> tuple[dict[str, int], dict[str, int]]:
     zeros included) and the project's controls by outcome (those that occur, in
     ``CONTROL_ORDER``), counted apart (a claims table's ``kind`` column)."""
     paper_rows, control_rows = table[table["kind"] == "paper"], table[table["kind"] == "control"]
-    paper_counts = paper_rows["verdict"].value_counts().reindex(VERDICT_ORDER, fill_value=0)
+    other = sorted(set(paper_rows["verdict"]) - set(VERDICT_ORDER))  # an older snapshot's words
+    paper_counts = paper_rows["verdict"].value_counts().reindex(VERDICT_ORDER + other,
+                                                                fill_value=0)
     found = sorted(set(control_rows["verdict"]),
                    key=lambda v: (v not in CONTROL_ORDER,
                                   CONTROL_ORDER.index(v) if v in CONTROL_ORDER else 0, v))
     control_counts = control_rows["verdict"].value_counts().reindex(found, fill_value=0)
     return ({k: int(v) for k, v in paper_counts.items()},
             {k: int(v) for k, v in control_counts.items()})
+
+
+def counts_sentence(counts: dict[str, int], controls: dict[str, int]) -> str:
+    """``verdict_counts``' two tallies in one sentence (notebook 04, the report, the results
+    page)."""
+    text = (f"**{sum(counts.values())} claims of the paper**: "
+            + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    if controls:
+        text += (f"; **{sum(controls.values())} of the project's controls and audits** (not "
+                 "verdicts on the paper): " + ", ".join(f"{n} {v}" for v, n in controls.items()))
+    return text
 
 
 def collect_claims(metrics_files: list[Path]) -> list[dict[str, Any]]:

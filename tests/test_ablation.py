@@ -132,6 +132,9 @@ def test_far_context_text_answers_whether_a_regularizer_ignores_far_context():
     assert "No arm raises the copy NLL" in ablation.far_context_text(calm)
     assert "behave alike" in ablation.far_context_text(calm)
     assert "not answered" in ablation.far_context_text(None)
+    # no verdict from the 2x probes alone, nor from one seed
+    assert "not answered" in ablation.far_context_text(eff[eff["column"] != "nll_copy_1x"])
+    assert "not answered" in ablation.far_context_text(eff.assign(seeds=1))
     runs = pd.DataFrame(columns=["nll_copy_1x", "nll_copy_4x", "nll_copy_2x", "nll_1x"])
     assert ablation.far_columns(runs) == ["nll_copy_1x", "nll_copy_2x"]
 
@@ -163,6 +166,30 @@ def test_base_effects_pair_within_each_base_model_and_keep_its_variance():
     assert "CE (both windows) vs CE**, nll_4x: -1 [-1, -1]" in text and "helps, the same sign" \
         in text
     assert "One base model" in ablation.bases_text(None)
+    one = ablation.base_effects(pd.DataFrame(rows)[lambda r: r["base_seed"] == 0], cfg,
+                                ["nll_4x"], n_resamples=50)
+    text = ablation.bases_text(one, {"base": "1.2 +- 0.1 nats", "base_s1": "0.3 +- 0.2 nats"})
+    assert "one base model only" in text and "same sign" not in text
+    assert "base: 1.2 +- 0.1 nats; base_s1: 0.3 +- 0.2 nats" in text
+
+
+def test_far_context_claims_come_after_the_items_claims_whose_ids_stay():
+    from lsa.config import AblationConfig
+
+    cfg = AblationConfig(items=["divergence"], seeds=[0, 1], sce_alphas=[0.1],
+                         jeffreys_alphas=[1.0], entropy_alphas=[0.1])
+    rows = [{"method": "pi", "setting": s, "baseline": "pi CE", "column": c, "delta": 0.1,
+             "low": -0.1, "high": 0.3, "seeds": 2, "baseline_mean": 1.0, "changed_mean": 1.1}
+            for s in ("SCE 0.1", "Jeffreys 1", "entropy 0.1")
+            for c in ("nll_4x", "ppl_4x", "misalignment", "jeffreys", "mean_entropy",
+                      "nll_copy_1x", "nll_copy_2x")]
+    with_far, without = ablation.Claims(), ablation.Claims()
+    ablation.divergence_claims(with_far, pd.DataFrame(rows), cfg, "nll_4x")
+    plain = pd.DataFrame([r for r in rows if not r["column"].startswith("nll_copy")])
+    ablation.divergence_claims(without, plain, cfg, "nll_4x")
+    ids = [c.id for c in with_far.claims]
+    assert ids[:len(without.claims)] == [c.id for c in without.claims]
+    assert ids[len(without.claims):] == [f"A1.F{i}" for i in range(1, 7)]
 
 
 def test_one_claim_per_comparison_the_papers_direction_and_the_controls_apart():

@@ -103,7 +103,7 @@ def test_further_base_models_carry_the_core_comparisons(out_root):
         assert rs.finetune[name].id == other.id
     with pytest.raises(ConfigError, match="pipeline's own base model"):
         runs_of(from_mapping({"profile": "smoke", "defaults": {"ablation": {"base_seeds": [0]}}}))
-    with pytest.raises(ConfigError, match="starts from base_seed 7, which ablation.base_seeds"):
+    with pytest.raises(ConfigError, match="run 'x' sets base_seed"):
         runs_of(from_mapping({"profile": "smoke", "defaults": {"finetune": {"runs": [
             {"name": "x", "base_seed": 7}]}}}))
     # trained: another initialization, and the core runs start from it

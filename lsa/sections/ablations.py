@@ -1,10 +1,11 @@
 """Section 5.3 (notebook ``04_ablations``): the regularizer taken apart. Every run is a
-fine-tuning run of the one trainer from the same base model, paired by seed; every effect is
-the mean paired difference over seeds with its Student t interval (``lsa.ablation``), a verdict
-only outside it (``lsa.stats``). Items: 1 alignment or sharpening (``divergence``), 2 the alpha
-sweep, 3 the l_extra range, 4 the longer-exposure control, 5 equal compute (counted work: the
-tokens a step runs forward and backward, never a timing), 6 each part alone. A profile that
-does not run an item says so."""
+fine-tuning run of the one trainer from the pipeline's base model, paired by seed (further
+base models, ``ablation.base_seeds``: the core comparisons again, paired by base and seed);
+every effect is the mean paired difference over seeds with its Student t interval
+(``lsa.ablation``), a verdict only outside it (``lsa.stats``). Items: 1 alignment or
+sharpening (``divergence``), 2 the alpha sweep, 3 the l_extra range, 4 the longer-exposure
+control, 5 equal compute (counted work: the tokens a step runs forward and backward, never a
+timing), 6 each part alone. A profile that does not run an item says so."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def analyse(setup: Setup) -> Result:
     result.claims += [c.to_dict() for c in out.claims]
     bases = None
     if cfg.base_seeds:  # the core comparisons on every base model (no further claims)
-        bases = ablation.base_effects(every, cfg, [c for c in ("nll_2x", long)
+        bases = ablation.base_effects(every, cfg, [c for c in dict.fromkeys(("nll_2x", long))
                                                    if c in every.columns])
         result.tables["bases"] = bases
         result.tables["runs_every_base"] = every
@@ -74,12 +75,22 @@ def analyse(setup: Setup) -> Result:
     result.metrics = {"items": list(cfg.items), "runs": runs.to_dict(orient="records"),
                       "closing": ablation.closing_text(divergence, long),
                       "far_context": ablation.far_context_text(divergence),
-                      "bases": ablation.bases_text(bases),
+                      "bases": ablation.bases_text(bases, _base_gains(setup)),
                       "multiplicity": ablation.multiplicity_text(result.claims)}
     result = with_premise(setup, result)
     result.tables["claims_paper"] = _claims_of(result.claims, "paper")
     result.tables["claims_controls"] = _claims_of(result.claims, "control")
     return result
+
+
+def _base_gains(setup: Setup) -> dict[str, str]:
+    """Each finished base model's far-copy gain at its window, with its standard error."""
+    out, window = {}, str(setup.pipe.pretrain.model.base_window)
+    for name, base in runs_of(setup.pipe).bases.items():
+        row = (base.metrics().get("long_range") or {}).get(window) if base.finished else None
+        if row and "gain" in row:
+            out[name] = f"{row['gain']:.3g} +- {row['gain_stderr']:.2g} nats"
+    return out
 
 
 def _claims_of(claims: list[dict[str, Any]], kind: str) -> pd.DataFrame:
@@ -91,13 +102,9 @@ def _claims_of(claims: list[dict[str, Any]], kind: str) -> pd.DataFrame:
 
 def counts(result: Result) -> str:
     """The section's claims counted apart: the paper's by verdict, the controls by outcome."""
-    table = result.tables
-    paper = table["claims_paper"]["verdict"].value_counts().to_dict()
-    ctrl = table["claims_controls"]["verdict"].value_counts().to_dict()
-    return (f"**The paper's claims** ({len(table['claims_paper'])}): "
-            + ", ".join(f"{n} {v}" for v, n in paper.items())
-            + f". **The project's controls and audits** ({len(table['claims_controls'])}; not "
-            "verdicts on the paper): " + ", ".join(f"{n} {v}" for v, n in ctrl.items()) + ".")
+    from lsa.report import claims_table, counts_sentence, verdict_counts
+
+    return counts_sentence(*verdict_counts(claims_table(result.claims))) + "."
 
 
 def _compute_claims(setup: Setup, result: Result):

@@ -10,7 +10,7 @@ import pandas as pd
 
 from lsa import files, gates, paths
 from lsa.notebook import Setup
-from lsa.report import claims_table, collect_claims, verdict_counts
+from lsa.report import claims_table, collect_claims, counts_sentence, verdict_counts
 from lsa.sections import Result
 
 
@@ -42,16 +42,6 @@ def analyse(setup: Setup) -> Result:
 def counts_text(result: Result) -> str:
     """The paper's claims by verdict, then the project's controls by outcome, counted apart."""
     return counts_sentence(result.metrics["verdicts"], result.metrics["control_outcomes"])
-
-
-def counts_sentence(counts: dict[str, int], controls: dict[str, int]) -> str:
-    """``verdict_counts``' two tallies in one sentence (the report and the results page)."""
-    text = (f"**{sum(counts.values())} claims of the paper**: "
-            + ", ".join(f"{n} {v}" for v, n in counts.items()))
-    if controls:
-        text += (f"; **{sum(controls.values())} of the project's controls and audits** (not "
-                 "verdicts on the paper): " + ", ".join(f"{n} {v}" for v, n in controls.items()))
-    return text
 
 
 def gallery(setup: Setup, result: Result) -> list[tuple[str, str, Path]]:
