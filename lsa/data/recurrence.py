@@ -2,7 +2,7 @@
 
 Book text alone does not make a model of a few million parameters depend on far context (its
 perplexity barely changes with the window). Two pieces give the testbed a measurable long-range
-dependency (the argument and the numbers: notebook 02 and ``docs/methods.md``):
+dependency (the argument and the numbers: README, "The premise gates"):
 
 - ``insert_recurrences``: the *training* stream with copies inserted: a block of book text
   followed by its own chunks of ``span`` tokens in a shuffled order, each chunk's source ``d``
