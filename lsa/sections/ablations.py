@@ -78,6 +78,11 @@ def analyse(setup: Setup) -> Result:
                       "bases": ablation.bases_text(bases, _base_gains(setup)),
                       "multiplicity": ablation.multiplicity_text(result.claims)}
     result = with_premise(setup, result)
+    if not result.metrics["premise_met"]:  # the texts say what the numbers would, not a verdict
+        for key in ("closing", "far_context", "bases"):
+            result.metrics[key] = ("**Premise not met** (the gates above): what follows is what "
+                                   "the numbers would say on this testbed, not a verdict on the "
+                                   "paper.\n\n" + result.metrics[key])
     result.tables["claims_paper"] = _claims_of(result.claims, "paper")
     result.tables["claims_controls"] = _claims_of(result.claims, "control")
     return result
