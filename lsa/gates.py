@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from lsa.config import PipelineConfig
-from lsa.stats import mean_se
+from lsa.summary import mean_se
 
 Z95 = 1.959963984540054
 

@@ -491,7 +491,7 @@ def alignment_measures(model, stream, l_train: int, n_samples: int = 64, *, seed
 
 
 def _summary(values: list[float]) -> MetricResult:
-    from lsa.stats import mean_se
+    from lsa.summary import mean_se
 
     return MetricResult(*mean_se(values), len(values), values)
 

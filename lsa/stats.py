@@ -53,15 +53,6 @@ class PairedInterval:
         return asdict(self)
 
 
-def mean_se(values) -> tuple[float, float]:
-    """Mean and standard error of the mean (sample variance, n - 1; 0 for one value): the
-    summary of per-sample measurements (misalignment samples, copy probes)."""
-    values = [float(v) for v in values]
-    mean = sum(values) / len(values)
-    var = sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)
-    return mean, math.sqrt(var / len(values))
-
-
 def paired_interval(changed, baseline, confidence: float = 0.95) -> PairedInterval:
     """The t interval of the mean of ``changed - baseline`` (arrays paired by seed)."""
     from scipy import stats

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from lsa.data.recurrence import copy_probes
-from lsa.stats import mean_se
+from lsa.summary import mean_se
 
 #: tokens per forward pass: the probes of a long window go one at a time (a 7B model at 16K)
 TOKENS_PER_BATCH = 8192
