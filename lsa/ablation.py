@@ -220,13 +220,17 @@ def divergence_pairs(cfg: AblationConfig) -> list[tuple[str, str, str, str]]:
 METRIC_COLUMNS = ("misalignment", "jeffreys", "mean_entropy")
 
 
+#: the copy probes' NLL at 1x and 2x l_train (``far_columns``)
+FAR_COLUMNS = ("nll_copy_1x", "nll_copy_2x")
+
+
 def far_columns(runs: pd.DataFrame) -> list[str]:
     """The copy probes' NLL at 1x and 2x ``l_train`` (``nll_copy_Mx``, ``lsa.analysis``): a
     span whose earlier occurrence lies in the far half of the window, so only the far context
     predicts it. At 1x that context is inside the training window: a regularizer that pulls
     the long window's predictions towards the short window's (which lacks it) may teach the
     model to ignore it, and this copy NLL rises."""
-    return [c for c in ("nll_copy_1x", "nll_copy_2x") if c in runs.columns]
+    return [c for c in FAR_COLUMNS if c in runs.columns]
 
 
 def divergence_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig, column: str) -> None:
@@ -249,7 +253,7 @@ def divergence_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig, colum
                     words=MOVES)
     j = 0  # after every other claim of the item, so their ids do not depend on these
     for d, a in _arms(cfg):
-        for far in sorted(set(eff["column"]) & {"nll_copy_1x", "nll_copy_2x"}):
+        for far in [c for c in FAR_COLUMNS if c in set(eff["column"])]:
             j += 1
             out.add(f"A1.F{j}", f"CE + {a:g} x {DIVERGENCE_LABELS[d]}: its effect on the "
                     f"copy NLL at {far[9:]} l_train (use of far context; {m})", "-", "?", eff,
@@ -461,7 +465,7 @@ def far_context_text(eff: pd.DataFrame | None) -> str:
     """Does a regularizer teach the model to ignore far context? Per arm, its paired effect on
     the copy NLL (``far_columns``) against CE-only and the same-cost control, in words; then
     whether Jeffreys (alignment alone) and SCE differ there."""
-    sel = (eff[eff["column"].isin(["nll_copy_1x", "nll_copy_2x"])] if eff is not None
+    sel = (eff[eff["column"].isin(FAR_COLUMNS)] if eff is not None
            else pd.DataFrame())
     judged = sel[(sel["column"] == "nll_copy_1x") & (sel["seeds"] >= 2)] if len(sel) else sel
     if judged.empty:

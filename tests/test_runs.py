@@ -1,6 +1,7 @@
 """Runs as objects (lsa/runs.py): ids, folders, the finished marker, reading without torch."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -117,6 +118,13 @@ def test_further_base_models_carry_the_core_comparisons(out_root):
     assert torch.equal(model.state_dict()[key], w1[key])
     jobs.finetune(pipe, run, progress=False)
     assert run.finished and run.metrics()["run"] == "pi_a0_s0_b1"
+    # each base model's G1 number, as lsa.gates computes it, beside the cross-base table
+    from lsa.sections.ablations import base_gains
+
+    gains = base_gains(pipe)
+    assert list(gains) == ["base", "base_s1"]
+    assert all(re.fullmatch(r"-?[\d.e+-]+ \[-?[\d.e+-]+, -?[\d.e+-]+\] nats", v)
+               for v in gains.values()), gains
 
 
 def test_a_run_is_finished_by_its_marker_written_last(out_root):

@@ -75,7 +75,7 @@ def analyse(setup: Setup) -> Result:
     result.metrics = {"items": list(cfg.items), "runs": runs.to_dict(orient="records"),
                       "closing": ablation.closing_text(divergence, long),
                       "far_context": ablation.far_context_text(divergence),
-                      "bases": ablation.bases_text(bases, _base_gains(setup)),
+                      "bases": ablation.bases_text(bases, base_gains(pipe)),
                       "multiplicity": ablation.multiplicity_text(result.claims)}
     result = with_premise(setup, result)
     if not result.metrics["premise_met"]:  # the texts say what the numbers would, not a verdict
@@ -88,13 +88,17 @@ def analyse(setup: Setup) -> Result:
     return result
 
 
-def _base_gains(setup: Setup) -> dict[str, str]:
-    """Each finished base model's far-copy gain at its window, with its standard error."""
-    out, window = {}, str(setup.pipe.pretrain.model.base_window)
-    for name, base in runs_of(setup.pipe).bases.items():
-        row = (base.metrics().get("long_range") or {}).get(window) if base.finished else None
-        if row and "gain" in row:
-            out[name] = f"{row['gain']:.3g} +- {row['gain_stderr']:.2g} nats"
+def base_gains(pipe) -> dict[str, str]:
+    """Each finished base model's far-copy gain at its window (gate G1's number, computed by
+    ``lsa.gates.gate_g1``), with its 95 % interval."""
+    from lsa.gates import gate_g1
+
+    out = {}
+    for name, base in runs_of(pipe).bases.items():
+        if base.finished:
+            g = gate_g1(base.metrics(), pipe.pretrain.model.base_window, pipe.gates.g1_min_gain)
+            if g.passed is not None:
+                out[name] = f"{g.value:.3g} [{g.low:.3g}, {g.high:.3g}] nats"
     return out
 
 
