@@ -149,7 +149,7 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     import pandas as pd
 
     from lsa.gates import Gate, gates_table
-    from lsa.report import claims_table, counts_sentence, verdict_counts
+    from lsa.report import by_kind, claims_table, counts_sentence, verdict_counts
 
     claims = claims_table(pd.read_csv(snapshot / "claims.csv").to_dict(orient="records"))
     stamp = json.loads((snapshot / "stamp.json").read_text())
@@ -182,8 +182,9 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
                 + (", ".join(f"{i} {a} -> {b}" for i, a, b in changed) or "none"),
                 f"- claims added ({len(added)}): " + (", ".join(added) or "none"),
                 f"- claims gone ({len(gone)}): " + (", ".join(gone) or "none"), ""]
-    out += ["## Every claim", ""]
-    for section, sub in claims.groupby("section", sort=False):
-        table = sub.drop(columns=["section"]).fillna("")
-        out += [f"### {section}", "", table.to_markdown(index=False), ""]
+    for title, rows in by_kind(claims):  # the paper's claims, then the project's controls
+        out += [f"## {title}", ""]
+        for section, sub in rows.groupby("section", sort=False):
+            table = sub.drop(columns=["section", "kind"]).fillna("")
+            out += [f"### {section}", "", table.to_markdown(index=False), ""]
     return "\n".join(out)

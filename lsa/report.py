@@ -139,6 +139,17 @@ def claims_table(claims: list[dict[str, Any]]):
     return table
 
 
+#: the two kinds of rows, in the order they are shown, with their headings
+KIND_TITLES = {"paper": "The paper's claims", "control": "The project's controls and audits"}
+
+
+def by_kind(table) -> list[tuple[str, Any]]:
+    """``[(heading, rows)]``: a claims table split by its ``kind`` column, the paper's claims
+    first (a kind without rows is left out), so that no table mixes the two."""
+    return [(title, table[table["kind"] == kind]) for kind, title in KIND_TITLES.items()
+            if (table["kind"] == kind).any()]
+
+
 #: the order the counts are shown in: the paper's verdicts, the project's controls' outcomes
 VERDICT_ORDER = ["agrees", "disagrees", "inconclusive", "premise not met", "not run"]
 CONTROL_ORDER = ["helps", "hurts", "no effect", "passes", "fails", "unclear", "premise not met",

@@ -266,3 +266,34 @@ def test_the_compute_claim_takes_the_run_nearest_to_equal_counted_work():
 def test_an_item_not_run_says_so():
     claim = ablation.not_run("alpha_sweep")
     assert claim["verdict"] == "not run" and claim["id"] == "A2.0"
+
+
+def test_a_comparison_section_5_claims_is_a_control_here():
+    """CE + 0.1 SCE vs CE-only for a method Section 5 runs at alpha 0.1 is the paper's claim
+    there (Tables 2-3); notebook 04 keeps it as a check, so the paper's claim counts once."""
+    from lsa.config import AblationConfig
+
+    cfg = AblationConfig(items=["divergence"], seeds=[0, 1], sce_alphas=[0.1, 1.0],
+                         jeffreys_alphas=[1.0], entropy_alphas=[0.1])
+    rows = [{"method": m, "setting": st, "baseline": f"{bm} {bs}", "column": col,
+             "delta": -1.0, "low": -2.0, "high": -0.5}
+            for m, st, bm, bs in ablation.divergence_pairs(cfg)
+            for col in ("nll_4x", "ppl_4x", "misalignment", "jeffreys", "mean_entropy")]
+    alone, shared = ablation.Claims(), ablation.Claims({("pi", 0.1), ("clex", 0.1)})
+    for out in (alone, shared):
+        ablation.divergence_claims(out, _eff(rows), cfg, "nll_4x")
+    kinds = {c.id: (c.kind, c.verdict) for c in alone.claims}
+    again = {c.id: c for c in shared.claims}
+    assert [c.id for c in alone.claims] == list(again)  # the ids do not move
+    low = next(c for c in alone.claims if c.claim.startswith("CE + 0.1 x SCE lowers"))
+    assert kinds[low.id] == ("paper", "agrees")
+    assert again[low.id].kind == "control" and again[low.id].verdict == "helps"
+    assert "Section 5" in again[low.id].claim and "counted there" in again[low.id].evidence
+    # SCE 1 is Table 4's claim (no Section 5 run at alpha 1): still the paper's
+    high = next(c for c in shared.claims if c.claim.startswith("CE + 1 x SCE raises"))
+    assert high.kind == "paper"
+    mis = next(c for c in shared.claims if c.claim == "CE + 0.1 x SCE: its effect on "
+               "misalignment (pi)")
+    assert "counted there" in mis.evidence and mis.kind == "control"
+    assert sum(c.kind == "paper" for c in shared.claims) == sum(
+        c.kind == "paper" for c in alone.claims) - 1

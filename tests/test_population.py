@@ -39,8 +39,10 @@ def test_table1_and_claims_on_a_known_population():
                                                     ranking, "score_4x", 300)}
     assert claims["T1.1"]["verdict"] == "agrees"       # r = -1, interval below 0
     assert claims["T1.3"]["verdict"] == "agrees"       # |r| 1 vs noise
-    assert claims["T1.4"]["verdict"] == "disagrees"    # here the entropy carries it
-    assert claims["T1.6"]["verdict"] == "agrees"       # L2 is SCE / 10: same ranking
+    assert claims["T1.4"]["verdict"] == "fails"        # here the entropy carries it
+    assert claims["T1.6"]["verdict"] == "passes"       # L2 is SCE / 10: same ranking
+    assert {claims[c]["kind"] for c in ("T1.4", "T1.5", "T1.6")} == {"control"}  # audits
+    assert {claims[c]["kind"] for c in ("T1.1", "T1.2", "T1.3")} == {"paper"}
     assert "T1.7" not in claims                        # no leave-one-out rows given
     assert "the floor of 2000" not in claims["T1.1"]["ours"]  # 300 permutations here
     assert "< 0.0066 (the floor of 300 permutations)" in claims["T1.1"]["ours"]

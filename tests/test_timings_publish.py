@@ -121,6 +121,10 @@ def test_publish_copies_claims_pngs_and_html_and_stamps_them(out_root, tmp_path,
     # what moved: against the claims.csv of the snapshot it replaced
     assert "verdicts changed (1): T1.1 disagrees -> agrees" in results
     assert "claims added (1): A1.1" in results and "claims gone (1): T1.9" in results
+    # the paper's claims and the project's controls in tables of their own, the paper's first
+    paper_at, controls_at = (results.index("## The paper's claims"),
+                             results.index("## The project's controls and audits"))
+    assert paper_at < results.index("| T1.1") < controls_at < results.index("| A1.1")
     assert [p.name for p in (dest / "figures").iterdir()] == ["fig_a.png"]  # PNG only
     html = (dest / "notebooks" / f"{publish.REPORT}.html").read_text()
     assert "Title here" in html and "<html" in html.lower()

@@ -47,7 +47,8 @@ def analyse(setup: Setup) -> Result:
     metrics = [*judged, *ablation.METRIC_COLUMNS, *ablation.far_columns(runs)]
     result = Result(tables={"runs": runs}, notes={"long": long_ppl, "long_nll": long,
                                                   "columns": columns})
-    out = ablation.Claims()
+    ft = pipe.finetune  # CE + alpha SCE vs CE-only per method: Section 5's claims already
+    out = ablation.Claims({(m, a) for m in ft.methods for a in ft.alphas if a > 0})
     items: dict[str, Any] = {
         "divergence": (ablation.divergence_pairs, metrics, ablation.divergence_claims),
         "alpha_sweep": (ablation.sweep_pairs, judged,

@@ -10,7 +10,7 @@ import pandas as pd
 
 from lsa import files, gates, paths
 from lsa.notebook import Setup
-from lsa.report import claims_table, collect_claims, counts_sentence, verdict_counts
+from lsa.report import by_kind, claims_table, collect_claims, counts_sentence, verdict_counts
 from lsa.sections import Result
 
 
@@ -37,6 +37,11 @@ def analyse(setup: Setup) -> Result:
                   metrics={"sections_found": found, "sections_missing": missing,
                            "verdicts": counts, "control_outcomes": control_counts,
                            "gates": [g.to_dict() for g in found_gates]})
+
+
+def claims_by_kind(result: Result) -> list[tuple[str, pd.DataFrame]]:
+    """The claims table as two tables: the paper's claims, then the project's controls."""
+    return by_kind(result.tables["claims"])
 
 
 def counts_text(result: Result) -> str:
