@@ -84,9 +84,9 @@ def measured_row(metrics: dict[str, Any], l_train: int) -> dict[str, Any]:
     row["misalignment_se"] = paper_mis.get("stderr", math.nan)
     row["misalignment_all"] = all_mis["mean"]
     row["misalignment_all_se"] = all_mis["stderr"]
-    for part in PARTS:
+    for part in PARTS:  # each part with its sampling standard error
         row[part] = metrics.get(part, {}).get("mean", math.nan)
-    row["jeffreys_se"] = metrics.get("jeffreys", {}).get("stderr", math.nan)
+        row[f"{part}_se"] = metrics.get(part, {}).get("stderr", math.nan)
     row["train_loss"] = metrics.get("train_ce", {}).get("nll", math.nan)
     for length, value in (metrics.get("long_range") or {}).items():
         mult = int(length) // l_train

@@ -115,6 +115,9 @@ def test_a_reference_model_is_decomposed_on_its_own_tokens(out_root, monkeypatch
     (row,) = table.to_dict(orient="records")
     assert row["model"] == "smollm2" and row["Jeffreys share"] == pytest.approx(
         m["jeffreys"]["mean"] / sce)
+    for part, label in (("misalignment", "SCE"), ("jeffreys", "Jeffreys"),
+                        ("entropy", "entropy"), ("top1_change", "top1_change")):
+        assert row[f"{label} s.e."] == pytest.approx(m[part]["stderr"])  # every part
     assert population.population_table(pipe).empty  # not a Table 1 model
 
 
@@ -127,3 +130,22 @@ def test_within_method_slopes_need_three_units():
     (row,) = rows.to_dict(orient="records")  # yarn has 2 units; pi's train_loss is constant
     assert (row["method"], row["predictor"], row["units"]) == ("pi", "misalignment", 3)
     assert row["slope"] == pytest.approx(-2.0) and row["r"] == pytest.approx(-1.0)
+
+
+def test_the_narrative_says_which_part_carries_the_correlation_and_where_it_varies():
+    """Entropy = score exactly (r -1 with the misalignment's sign); the Jeffreys part is large
+    only for the four never-fine-tuned units and flat among the fine-tuning runs."""
+    t = models(12).assign(kind=["base + RoPE, no fine-tuning"] * 4 + ["fine-tuning run"] * 8)
+    t["jeffreys"] = [2.0, 2.5, 3.0, 3.5] + [0.01] * 4 + [0.02] * 4
+    rows = population.table1(t, ["misalignment", "train_loss", "jeffreys", "entropy"],
+                             ["score_4x"], n_resamples=300)
+    text = population.narrative(t, rows, "score_4x")
+    mis = rows[(rows.predictor == "misalignment") & (rows.method == "pearson")].iloc[0]
+    assert f"{mis.r:+.2f} [{mis.low:+.2f}, {mis.high:+.2f}]" in text
+    assert "the paper's sign (negative), its interval clear of 0" in text
+    assert "The larger |r| is the entropy (sharpness)'s" in text
+    assert "base + RoPE, no fine-tuning (4 units) 2.75 (2-3.5)" in text
+    assert "fine-tuning run (8 units) 0.015" in text
+    assert "among the fine-tuning runs alone r(Jeffreys, score) =" in text
+    assert "12 units" in text and population.narrative(t.head(2), rows, "score_4x") == \
+        "2 units: too few for a correlation."

@@ -13,6 +13,7 @@ from lsa import plots, population, stats
 from lsa.notebook import Setup
 from lsa.report import paper
 from lsa.sections import Result, save_figure, with_premise
+from lsa.stats import p_text
 
 TABLES = ["population", "composition", "units_primary", "table1", "table1_views",
           "comparisons", "audit_parts", "audit_partial", "audit_top1", "audit_leave_one_out",
@@ -43,8 +44,11 @@ def analyse(setup: Setup) -> Result:
     rows = population.table1(primary, ["misalignment", "train_loss"], scores, **kw)
     rows["paper r"] = rows.apply(_paper_r, axis=1)
     by_view = pd.concat([population.table1(v, ["misalignment", "train_loss"], [main], **kw)
-                         .assign(view=name, units=len(v))
+                         .assign(view=name, label=population.VIEWS[name], units=len(v))
                          for name, v in views.items() if len(v) >= 3], ignore_index=True)
+    for frame in (rows, by_view):  # a p at the floor of the permutations reads "< 1/(B+1)"
+        if len(frame):
+            frame["p"] = frame["p_permutation"].map(lambda v: p_text(v, cfg.bootstrap))
     comp = population.comparisons(primary, [main], [("misalignment", "train_loss"),
                                                     ("jeffreys", "entropy")], **kw)
     parts = population.table1(primary, ["jeffreys", "entropy"], [main], **kw)
@@ -75,7 +79,8 @@ def analyse(setup: Setup) -> Result:
                  "excluded": excluded, "table1": rows.to_dict(orient="records"),
                  "views": by_view.to_dict(orient="records"),
                  "comparisons": comp.to_dict(orient="records"), "ranking_l2_sce": ranking,
-                 "noise": population.noise_text(primary)},
+                 "noise": population.noise_text(primary),
+                 "narrative": population.narrative(primary, pd.concat([rows, parts]), main)},
         notes={"scores": scores}))
 
 
