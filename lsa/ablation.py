@@ -281,19 +281,33 @@ def divergence_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig, colum
                     "in the far half of the window", kind="control", words=MOVES)
 
 
+def _same_cost(cfg: AblationConfig, method: str) -> bool:
+    """Whether ``method`` has the same-cost control (CE on both windows): the exposure item
+    runs it for ``cfg.method`` only."""
+    return method == cfg.method and "exposure" in cfg.items
+
+
 def sweep_pairs(cfg: AblationConfig) -> list[tuple[str, str, str, str]]:
-    return [(method, f"SCE {a:g}", method, "CE") for method in cfg.sweep_methods
-            for a in cfg.sweep_alphas if a > 0]
+    return [(method, f"SCE {a:g}", method, base) for method in cfg.sweep_methods
+            for a in cfg.sweep_alphas if a > 0
+            for base in ((["CE (both windows)"] if _same_cost(cfg, method) else []) + ["CE"])]
 
 
 def sweep_claims(out: Claims, runs: pd.DataFrame, eff: pd.DataFrame, cfg: AblationConfig,
                  column: str) -> None:
     i = 0
     for method in cfg.sweep_methods:
+        fair = _same_cost(cfg, method)
         for a in (a for a in cfg.sweep_alphas if a > 0):
+            if fair:  # the same-cost control first, as in item 1
+                i += 1
+                _arm_claim(out, f"A2.{i}", eff, method, "sce", a,
+                           f"{method} CE (both windows)", column,
+                           "same cost: both windows forward and backward, no divergence")
             i += 1
             _arm_claim(out, f"A2.{i}", eff, method, "sce", a, f"{method} CE", column,
-                       "vs CE-only")
+                       "vs CE-only" + ("" if fair else f"; no same-cost control for {method} "
+                                       f"(CE on both windows runs for {cfg.method} only)"))
         if {0.1, 0.3} <= set(cfg.sweep_alphas):
             i += 1
             p1, p3 = paper("table4/alpha0.1/longbench"), paper("table4/alpha0.3/longbench")
@@ -359,8 +373,11 @@ def exposure_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig, column:
 
 
 def compute_pairs(cfg: AblationConfig) -> list[tuple[str, str, str, str]]:
+    """SCE at ``alpha`` and Jeffreys at ``robust_jeffreys_alpha`` (both two-window arms)
+    against CE-only with more steps (``compute_steps``), and SCE against CE-only."""
     m, a = cfg.method, cfg.alpha
-    return [(m, f"SCE {a:g}", m, f"CE, {n} steps") for n in cfg.compute_steps] + \
+    arms = [f"SCE {a:g}", f"Jeffreys {cfg.robust_jeffreys_alpha:g}"]
+    return [(m, arm, m, f"CE, {n} steps") for arm in arms for n in cfg.compute_steps] + \
         [(m, f"SCE {a:g}", m, "CE")]
 
 
@@ -387,6 +404,11 @@ def compute_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig, column: 
             ref.grade, eff, m, f"SCE {a:g}", f"{m} CE, {nearest} steps", column, -1,
             f"{steps} regularized steps vs CE-only {nearest} steps, the run nearest to equal "
             f"counted work ({equal_steps:.0f} steps: forward and backward tokens)")
+    jeff = f"Jeffreys {cfg.robust_jeffreys_alpha:g}"
+    out.add("A5.2", f"CE + {cfg.robust_jeffreys_alpha:g} x Jeffreys against CE-only at equal "
+            f"counted work ({m})", "-", "?", eff, m, jeff, f"{m} CE, {nearest} steps", column,
+            evidence=f"{steps} steps of two windows vs CE-only {nearest} steps (the run nearest "
+            f"to {equal_steps:.0f}: equal forward and backward tokens)", kind="control")
 
 
 def parts_pairs(cfg: AblationConfig) -> list[tuple[str, str, str, str]]:

@@ -252,15 +252,18 @@ def test_the_compute_claim_takes_the_run_nearest_to_equal_counted_work():
     from lsa.config import AblationConfig
 
     cfg = AblationConfig(items=["compute"], seeds=[0, 1], compute_steps=[75, 120])
-    eff = pd.DataFrame([{"method": "pi", "setting": "SCE 0.1", "baseline": "pi CE, 120 steps",
-                         "column": "ppl_4x", "delta": 11.0, "low": 7.0, "high": 15.0,
-                         "seeds": 2, "baseline_mean": 180.0, "changed_mean": 191.0,
-                         "noise": 1.0}])
+    eff = pd.DataFrame([{"method": "pi", "setting": arm, "baseline": "pi CE, 120 steps",
+                         "column": "ppl_4x", "delta": d, "low": d - 4, "high": d + 4,
+                         "seeds": 2, "baseline_mean": 180.0, "changed_mean": 180.0 + d,
+                         "noise": 1.0} for arm, d in (("SCE 0.1", 11.0), ("Jeffreys 1", -6.0))])
     out = ablation.Claims()
     ablation.compute_claims(out, eff, cfg, "ppl_4x", 60, 120.0)
-    (claim,) = out.claims
+    claim, jeffreys = out.claims
     assert claim.verdict == "disagrees" and "PPL 180 -> 191" in claim.ours
     assert "CE-only 120 steps, the run nearest to equal counted work" in str(claim)
+    # Jeffreys (also two windows per step) meets the same equal-compute run, as a control
+    assert jeffreys.id == "A5.2" and jeffreys.kind == "control" and jeffreys.verdict == "helps"
+    assert ("pi", "Jeffreys 1", "pi", "CE, 120 steps") in ablation.compute_pairs(cfg)
 
 
 def test_an_item_not_run_says_so():
@@ -297,3 +300,20 @@ def test_a_comparison_section_5_claims_is_a_control_here():
     assert "counted there" in mis.evidence and mis.kind == "control"
     assert sum(c.kind == "paper" for c in shared.claims) == sum(
         c.kind == "paper" for c in alone.claims) - 1
+
+
+def test_the_sweep_meets_the_same_cost_control_where_it_exists():
+    from lsa.config import AblationConfig
+
+    cfg = AblationConfig(items=["alpha_sweep", "exposure"], seeds=[0, 1],
+                         sweep_methods=["clex", "pi"], sweep_alphas=[0.0, 0.5])
+    pairs = ablation.sweep_pairs(cfg)
+    assert pairs == [("clex", "SCE 0.5", "clex", "CE"),
+                     ("pi", "SCE 0.5", "pi", "CE (both windows)"), ("pi", "SCE 0.5", "pi", "CE")]
+    rows = [{"method": m, "setting": st, "baseline": f"{bm} {bs}", "column": "nll_4x",
+             "delta": -1.0, "low": -2.0, "high": -0.5} for m, st, bm, bs in pairs]
+    out = ablation.Claims()
+    ablation.sweep_claims(out, pd.DataFrame(), _eff(rows), cfg, "nll_4x")
+    clex, pi_fair, pi_ce = out.claims
+    assert "no same-cost control for clex" in clex.evidence
+    assert "both windows" in pi_fair.claim and pi_fair.id == "A2.2" and pi_ce.id == "A2.3"
