@@ -22,8 +22,10 @@ from lsa.runs import FINISHED, runs_root
 
 #: kind -> the prefix of its Snakemake job names and of its run folders' names (first match
 #: wins; a run folder matching none is a fine-tuning run, a job matching none is "other")
-KINDS = (("base model", "base_model", "base-"), ("fine-tuning run", "finetune_", None),
+KINDS = (("base model", "base_model", ("base-", "base_s")),  # base_sN: further base models
+         ("fine-tuning run", "finetune_", None),
          ("BABILong evaluation", "babilong-eval_", "babilong-eval_"),
+         ("reference model (decomposition)", "probe_ref_", "probe_ref_"),
          ("probe (Table 1 population)", "probe_", "probe_"),
          ("BABILong run", "babilong_", "babilong_"), ("notebook", "section_", None))
 

@@ -45,6 +45,16 @@ def test_breakdown_sums_jobs_and_splits_training_from_evaluation(out_root):
     assert "| all jobs | 4 | 5.2 |" in table  # 312 s
 
 
+def test_further_base_models_and_the_reference_model_have_their_own_rows():
+    assert timings.kind_of("base_model_base_s1") == "base model"
+    assert timings.kind_of("base_s1-9f2e", folder=True) == "base model"  # not a fine-tuning run
+    assert timings.kind_of("probe_ref_smollm2") == "reference model (decomposition)"
+    assert timings.kind_of("probe_ref_smollm2-318a", folder=True) == \
+        "reference model (decomposition)"
+    assert timings.kind_of("probe_base_pi_x2") == "probe (Table 1 population)"
+    assert timings.kind_of("pi_a0_s0_b1-77aa", folder=True) == "fine-tuning run"
+
+
 def test_reproduce_is_recorded_only_when_jobs_ran(out_root):
     started = time.time()
     old = _bench("smoke", "base_model", 60)
