@@ -95,6 +95,13 @@ def measured_row(metrics: dict[str, Any], l_train: int) -> dict[str, Any]:
     return row
 
 
+def final_ce(log: list[dict[str, Any]]) -> float:
+    """The training loss at the end of a run as its log has it: the mean CE of the last fifth
+    of its steps (NaN without a log)."""
+    tail = log[-max(1, len(log) // 5):]
+    return float(np.mean([r["ce"] for r in tail])) if tail else math.nan
+
+
 def collect_runs(pipe: PipelineConfig, names: list[str] | None = None) -> pd.DataFrame:
     """One row per finished fine-tuning run (``names``: these runs; default the Section
     5.1-5.2 grid and explicit runs): method, alpha, seed, the base model's pretraining seed
@@ -117,8 +124,7 @@ def collect_runs(pipe: PipelineConfig, names: list[str] | None = None) -> pd.Dat
                                "base_seed": pipe.pretrain.seed if spec.base_seed is None
                                else spec.base_seed}
         row.update(measured_row(m, m["l_train"]))
-        tail = log[-max(1, len(log) // 5):]  # the last fifth of training
-        row["final_ce"] = float(np.mean([r["ce"] for r in tail])) if tail else math.nan
+        row["final_ce"] = final_ce(log)
         row["trainable_parameters"] = m.get("trainable_parameters")
         row["train_wall_s"] = run.summary().get("wall_time_s", math.nan)
         rows.append(row)

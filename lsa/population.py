@@ -36,13 +36,14 @@ import numpy as np
 import pandas as pd
 
 from lsa import stats
-from lsa.analysis import measured_row, setting_label
+from lsa.analysis import final_ce, measured_row, setting_label
 from lsa.config import PipelineConfig
 from lsa.report import Claim, paper
 from lsa.runs import runs_of
 from lsa.stats import p_text, sign_verdict, wilson_interval
 
 PREDICTORS = {"misalignment": "L_misalign (SCE, paper)", "train_loss": "CE at l_train",
+              "train_loss_logged": "the run's logged CE at its end (probes: CE at l_train)",
               "jeffreys": "Jeffreys (alignment part)", "entropy": "H(p) + H(q) (sharpness part)",
               "l2": "L2 distance (the theory's)"}
 
@@ -75,7 +76,8 @@ def population_table(pipe: PipelineConfig) -> pd.DataFrame:
                      "kind": "fine-tuning run", "method": spec.method, "alpha": spec.alpha,
                      "seed": spec.seed, "setting": setting, "trained_on": _trained_on(spec),
                      "babilong": babilong_acc.get(("babilong-eval", name), math.nan),
-                     **measured_row(run.metrics(), ft.l_train)})
+                     **measured_row(run.metrics(), ft.l_train),
+                     "train_loss_logged": final_ce(run.log())})
     for name, run in runs.probes.items():
         if not run.finished or "reference" in run.identity:
             continue  # a reference model is measured on its own tokens: not in Table 1
@@ -99,6 +101,9 @@ def population_table(pipe: PipelineConfig) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if table.empty:
         return table
+    # a probe has no fine-tuning log: its training loss is the CE at l_train it was measured at
+    table["train_loss_logged"] = table.get("train_loss_logged", pd.Series(
+        math.nan, index=table.index)).fillna(table["train_loss"])
     for col in [c for c in table.columns if c.startswith("nll_") and c != "nll_1x"]:
         table["score_" + col[4:]] = -table[col]
     base = table.loc[table["kind"] == "base model", "ppl_1x"]

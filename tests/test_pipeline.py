@@ -65,6 +65,10 @@ def test_smoke_metrics_content(smoke_run):
     assert set(pop["trained_on"]) <= {"none", "sce", "jeffreys", "entropy"}
     assert {"misalignment", "jeffreys", "entropy", "train_loss", "score_beyond_4x"} <= set(pop)
     assert pop["model"].is_unique
+    # the paper's training loss beside ours: the logged CE of a run, a probe's CE at l_train
+    probes = pop["kind"] != "fine-tuning run"
+    assert (pop.loc[probes, "train_loss_logged"] == pop.loc[probes, "train_loss"]).all()
+    assert pop.loc[~probes, "train_loss_logged"].notna().all()
     # LongBench-E: the job ran on the fixture for the named runs, notebook 03 shows its table
     longbench = runs_of(pipe).longbench
     assert list(longbench) == pipe.longbench.finetune_runs

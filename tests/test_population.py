@@ -149,3 +149,11 @@ def test_the_narrative_says_which_part_carries_the_correlation_and_where_it_vari
     assert "among the fine-tuning runs alone r(Jeffreys, score) =" in text
     assert "12 units" in text and population.narrative(t.head(2), rows, "score_4x") == \
         "2 units: too few for a correlation."
+
+
+def test_the_logged_training_loss_is_the_mean_ce_of_the_last_fifth():
+    from lsa.analysis import final_ce
+
+    log = [{"step": i + 1, "ce": float(i + 1)} for i in range(10)]
+    assert final_ce(log) == pytest.approx(9.5)  # steps 9 and 10
+    assert final_ce(log[:3]) == pytest.approx(3.0) and np.isnan(final_ce([]))

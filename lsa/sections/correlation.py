@@ -41,7 +41,10 @@ def analyse(setup: Setup) -> Result:
     views = population.views(table, cfg.secondary_max_alpha, scores)
     primary = views["primary"]
     kw = {"n_resamples": cfg.bootstrap, "seed": seed}
-    rows = population.table1(primary, ["misalignment", "train_loss"], scores, **kw)
+    # train_loss: one protocol for every model (the main predictor); train_loss_logged: the
+    # paper's sense, each run's logged fine-tuning CE at its end (beside it)
+    rows = population.table1(primary, ["misalignment", "train_loss", "train_loss_logged"],
+                             scores, **kw)
     rows["paper r"] = rows.apply(_paper_r, axis=1)
     by_view = pd.concat([population.table1(v, ["misalignment", "train_loss"], [main], **kw)
                          .assign(view=name, label=population.VIEWS[name], units=len(v))
