@@ -410,11 +410,12 @@ def narrative(primary: pd.DataFrame, rows: pd.DataFrame, score: str) -> str:
     if jef is not None and ent is not None:
         carrier = "the entropy (sharpness)" if abs(ent["r"]) > abs(jef["r"]) else \
             "the Jeffreys part (alignment)"
+        share = (primary["jeffreys"] / primary["misalignment"]).dropna()
         out.append(f"- **Which part carries it.** Jeffreys (alignment): r = {_r(jef)}; entropy "
                    f"(sharpness, H(p) + H(q)): r = {_r(ent)}. The larger |r| is {carrier}'s. "
-                   "SCE is mostly entropy in every model here (table below), so the "
-                   "misalignment moves with the entropy unless the Jeffreys part varies as "
-                   "much.")
+                   f"The Jeffreys part is {100 * share.min():.2g}-{100 * share.max():.2g} % of "
+                   "SCE across the units; where the two parts correlate with the score in "
+                   "opposite directions, SCE's correlation is what is left of their sum.")
     by_kind = primary.groupby("kind")["jeffreys"].agg(["mean", "min", "max", "count"])
     parts = [f"{kind} ({int(r['count'])} units) {r['mean']:.3g} ({r['min']:.2g}-{r['max']:.2g})"
              for kind, r in by_kind.iterrows()]
