@@ -414,8 +414,10 @@ def narrative(primary: pd.DataFrame, rows: pd.DataFrame, score: str) -> str:
         out.append(f"- **Which part carries it.** Jeffreys (alignment): r = {_r(jef)}; entropy "
                    f"(sharpness, H(p) + H(q)): r = {_r(ent)}. The larger |r| is {carrier}'s. "
                    f"The Jeffreys part is {100 * share.min():.2g}-{100 * share.max():.2g} % of "
-                   "SCE across the units; where the two parts correlate with the score in "
-                   "opposite directions, SCE's correlation is what is left of their sum.")
+                   "SCE across the units" + (
+                       "; the two parts correlate with the score in opposite directions, so "
+                       "SCE's correlation is what is left of their sum." if jef["r"] * ent["r"]
+                       < 0 else "."))
     by_kind = primary.groupby("kind")["jeffreys"].agg(["mean", "min", "max", "count"])
     parts = [f"{kind} ({int(r['count'])} units) {r['mean']:.3g} ({r['min']:.2g}-{r['max']:.2g})"
              for kind, r in by_kind.iterrows()]
