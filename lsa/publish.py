@@ -176,10 +176,15 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
         new = claims.set_index("id")
         changed = [(i, old.loc[i, "verdict"], new.loc[i, "verdict"]) for i in new.index
                    if i in old.index and old.loc[i, "verdict"] != new.loc[i, "verdict"]]
+        old_kind = old["kind"] if "kind" in old else pd.Series("paper", index=old.index)
+        kinds = [(i, old_kind[i], new.loc[i, "kind"]) for i in new.index
+                 if i in old.index and old_kind[i] != new.loc[i, "kind"]]
         added = [i for i in new.index if i not in old.index]
         gone = [i for i in old.index if i not in new.index]
         out += [f"- verdicts changed ({len(changed)}): "
                 + (", ".join(f"{i} {a} -> {b}" for i, a, b in changed) or "none"),
+                f"- kinds changed ({len(kinds)}): "
+                + (", ".join(f"{i} {a} -> {b}" for i, a, b in kinds) or "none"),
                 f"- claims added ({len(added)}): " + (", ".join(added) or "none"),
                 f"- claims gone ({len(gone)}): " + (", ".join(gone) or "none"), ""]
     for title, rows in by_kind(claims):  # the paper's claims, then the project's controls

@@ -118,6 +118,7 @@ def test_publish_copies_claims_pngs_and_html_and_stamps_them(out_root, tmp_path,
     (dest / "stale.png").write_text("from an older snapshot")
     (dest / "claims.csv").write_text("id,section,kind,claim,paper,grade,ours,verdict,evidence\n"
                                      "T1.1,Sec. 4.1,paper,c,p,A,o,disagrees,e\n"
+                                     "A1.1,Sec. 5.3,paper,d,-,?,o,agrees,e\n"
                                      "T1.9,Sec. 4.1,paper,c,p,A,o,agrees,e\n")
     publish.publish("smoke", dest=dest)
     assert sorted(p.name for p in dest.iterdir()) == [
@@ -129,8 +130,9 @@ def test_publish_copies_claims_pngs_and_html_and_stamps_them(out_root, tmp_path,
             " 0 not run; **1 of the project's controls and audits** (not verdicts on the paper):"
             " 1 helps") in results
     # what moved: against the claims.csv of the snapshot it replaced
-    assert "verdicts changed (1): T1.1 disagrees -> agrees" in results
-    assert "claims added (1): A1.1" in results and "claims gone (1): T1.9" in results
+    assert "verdicts changed (2): T1.1 disagrees -> agrees, A1.1 agrees -> helps" in results
+    assert "kinds changed (1): A1.1 paper -> control" in results
+    assert "claims added (0): none" in results and "claims gone (1): T1.9" in results
     # the paper's claims and the project's controls in tables of their own, the paper's first
     paper_at, controls_at = (results.index("## The paper's claims"),
                              results.index("## The project's controls and audits"))
