@@ -394,9 +394,10 @@ def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
             for div, alphas in (("sce", ab.sce_alphas), ("jeffreys", ab.jeffreys_alphas),
                                 ("entropy", ab.entropy_alphas)):
                 specs += [make_run(m, a, seed, divergence=div) for a in alphas]
-        if "alpha_sweep" in ab.items:
+        if "alpha_sweep" in ab.items:  # each method's same-cost control too
             specs += [make_run(method, a, seed) for method in ab.sweep_methods
                       for a in ab.sweep_alphas]
+            specs += [make_run(method, 0.0, seed, ce_on="both") for method in ab.sweep_methods]
         if "l_extra" in ab.items:
             specs += [make_run(m, a, seed, divergence=d, l_extra_setting=x)
                       for d, alphas in (("sce", ab.l_extra_alphas),
@@ -408,9 +409,10 @@ def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
         if "compute" in ab.items:
             specs += [make_run(m, 0.0, seed), make_run(m, ab.alpha, seed)]
             specs += [make_run(m, 0.0, seed, steps=n) for n in ab.compute_steps]
-        if "parts" in ab.items:
+        if "parts" in ab.items:  # + raw fine-tuning's same-cost control
             specs += [make_run(method, a, seed) for method in ("none", m)
                       for a in (0.0, ab.alpha)]
+            specs.append(make_run("none", 0.0, seed, ce_on="both"))
     specs += [spec for base in (None, *ab.base_seeds) if ab.base_seeds
               for spec in core_specs(ab, base)]
     unique: dict[str, RunConfig] = {}

@@ -302,18 +302,27 @@ def test_a_comparison_section_5_claims_is_a_control_here():
         c.kind == "paper" for c in alone.claims) - 1
 
 
-def test_the_sweep_meets_the_same_cost_control_where_it_exists():
+def test_every_two_window_comparison_meets_its_same_cost_control():
     from lsa.config import AblationConfig
 
-    cfg = AblationConfig(items=["alpha_sweep", "exposure"], seeds=[0, 1],
+    cfg = AblationConfig(items=["alpha_sweep", "parts"], seeds=[0, 1],
                          sweep_methods=["clex", "pi"], sweep_alphas=[0.0, 0.5])
+    names = {s.name for s in ablation_specs(cfg)}  # the controls are run, for each method
+    assert {"clex_a0_s0_ceboth", "pi_a0_s1_ceboth", "none_a0_s0_ceboth"} <= names
     pairs = ablation.sweep_pairs(cfg)
-    assert pairs == [("clex", "SCE 0.5", "clex", "CE"),
+    assert pairs == [("clex", "SCE 0.5", "clex", "CE (both windows)"),
+                     ("clex", "SCE 0.5", "clex", "CE"),
                      ("pi", "SCE 0.5", "pi", "CE (both windows)"), ("pi", "SCE 0.5", "pi", "CE")]
+    assert ablation.parts_pairs(cfg)[0] == ("none", "SCE 0.1", "none", "CE (both windows)")
     rows = [{"method": m, "setting": st, "baseline": f"{bm} {bs}", "column": "nll_4x",
-             "delta": -1.0, "low": -2.0, "high": -0.5} for m, st, bm, bs in pairs]
+             "delta": -1.0, "low": -2.0, "high": -0.5}
+            for m, st, bm, bs in pairs + ablation.parts_pairs(cfg)]
     out = ablation.Claims()
     ablation.sweep_claims(out, pd.DataFrame(), _eff(rows), cfg, "nll_4x")
-    clex, pi_fair, pi_ce = out.claims
-    assert "no same-cost control for clex" in clex.evidence
-    assert "both windows" in pi_fair.claim and pi_fair.id == "A2.2" and pi_ce.id == "A2.3"
+    ablation.parts_claims(out, _eff(rows), cfg, "nll_4x")
+    assert [c.id for c in out.claims] == ["A2.1", "A2.2", "A2.3", "A2.4",
+                                          "A6.4", "A6.1", "A6.2", "A6.3"]
+    fair = [c for c in out.claims if "both windows" in c.claim]
+    assert [c.id for c in fair] == ["A2.1", "A2.3", "A6.4"]
+    assert all(c.kind == "control" and "same cost" in c.evidence for c in fair)
+    assert out.claims[5].kind == "paper"  # A6.1: the paper's claim, against CE-only
