@@ -327,18 +327,23 @@ def decomposition(pipe: PipelineConfig, primary: pd.DataFrame) -> pd.DataFrame:
 
 
 def leave_one_out(table: pd.DataFrame, score: str, predictor: str = "misalignment", *,
-                  n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Held-out audit: Pearson of ``predictor`` with ``score`` with one method's units left out
-    at a time (probes and fine-tuning runs of that method alike)."""
+                  n_resamples: int = 2000, seed: int = 0,
+                  by: tuple[str, ...] = ("method", "kind")) -> pd.DataFrame:
+    """Held-out audit: Pearson of ``predictor`` with ``score`` with one group of units left out
+    at a time, for each grouping in ``by``: one method (its probes and fine-tuning runs alike),
+    then one kind of unit (base model, probes, fine-tuning runs, ...). A grouping with a single
+    group would leave nothing to fit and is skipped."""
     rows = []
-    for method in sorted(table["method"].dropna().unique()):
-        rest = table[table["method"] != method]
-        if len(rest[[predictor, score]].dropna()) < 4:
-            continue
-        c = stats.correlation(rest[predictor], rest[score], "pearson", n_resamples=n_resamples,
-                              n_permutations=n_resamples, seed=seed, predictor=predictor,
-                              score=score)
-        rows.append({"left_out": method, **c.to_dict()})
+    for column in (c for c in by if c in table):
+        groups = sorted(table[column].dropna().unique())
+        for group in groups if len(groups) > 1 else []:
+            rest = table[table[column] != group]
+            if len(rest[[predictor, score]].dropna()) < 4:
+                continue
+            c = stats.correlation(rest[predictor], rest[score], "pearson",
+                                  n_resamples=n_resamples, n_permutations=n_resamples,
+                                  seed=seed, predictor=predictor, score=score)
+            rows.append({"by": column, "left_out": group, **c.to_dict()})
     return pd.DataFrame(rows)
 
 
@@ -377,13 +382,21 @@ AUDIT_OUTCOME = {"agrees": "passes", "disagrees": "fails", "inconclusive": "uncl
                  "not run": "not run"}
 
 
-def _pearson(rows: pd.DataFrame, predictor: str, score: str) -> dict[str, Any] | None:
-    sel = rows[(rows["predictor"] == predictor) & (rows["score"] == score)
-               & (rows["method"] == "pearson")] if len(rows) else rows
-    return None if sel.empty else sel.iloc[0].to_dict()
+def pearson_rows(rows: pd.DataFrame, score: str) -> pd.DataFrame:
+    """The Pearson rows of ``table1`` on ``score``, indexed by predictor (empty if none)."""
+    if rows.empty:
+        return pd.DataFrame(columns=["r", "low", "high"])
+    return rows[(rows["method"] == "pearson") & (rows["score"] == score)].set_index("predictor")
 
 
-def _r(row: dict[str, Any] | None) -> str:
+def pearson(rows: pd.DataFrame, predictor: str, score: str) -> dict[str, Any] | None:
+    """One predictor's Pearson row of ``table1`` on ``score`` (a dict), or None."""
+    pear = pearson_rows(rows, score)
+    return pear.loc[predictor].to_dict() if predictor in pear.index else None
+
+
+def r_text(row: dict[str, Any] | None) -> str:
+    """``+0.12 [-0.30, +0.50]``: r with its interval; ``n/a`` for no row."""
     return "n/a" if row is None else f"{row['r']:+.2f} [{row['low']:+.2f}, {row['high']:+.2f}]"
 
 
@@ -395,8 +408,8 @@ def narrative(primary: pd.DataFrame, rows: pd.DataFrame, score: str) -> str:
     n = len(primary)
     if n < 3:
         return f"{n} units: too few for a correlation."
-    mis, loss = _pearson(rows, "misalignment", score), _pearson(rows, "train_loss", score)
-    jef, ent = _pearson(rows, "jeffreys", score), _pearson(rows, "entropy", score)
+    mis, loss = pearson(rows, "misalignment", score), pearson(rows, "train_loss", score)
+    jef, ent = pearson(rows, "jeffreys", score), pearson(rows, "entropy", score)
 
     def side(row: dict[str, Any] | None) -> str:
         if row is None or not math.isfinite(row["low"]):
@@ -405,14 +418,14 @@ def narrative(primary: pd.DataFrame, rows: pd.DataFrame, score: str) -> str:
                 "the opposite of the paper's sign, its interval clear of 0" if row["low"] > 0
                 else "an interval across 0: no direction at this size")
 
-    out = [f"- **Direction.** Pearson r of the misalignment with `{score}`: {_r(mis)}, "
-           f"{side(mis)}; of the training loss: {_r(loss)}, {side(loss)}."]
+    out = [f"- **Direction.** Pearson r of the misalignment with `{score}`: {r_text(mis)}, "
+           f"{side(mis)}; of the training loss: {r_text(loss)}, {side(loss)}."]
     if jef is not None and ent is not None:
         carrier = "the entropy (sharpness)" if abs(ent["r"]) > abs(jef["r"]) else \
             "the Jeffreys part (alignment)"
         share = (primary["jeffreys"] / primary["misalignment"]).dropna()
-        out.append(f"- **Which part carries it.** Jeffreys (alignment): r = {_r(jef)}; entropy "
-                   f"(sharpness, H(p) + H(q)): r = {_r(ent)}. The larger |r| is {carrier}'s. "
+        out.append(f"- **Which part carries it.** Jeffreys (alignment): r = {r_text(jef)}; entropy "
+                   f"(sharpness, H(p) + H(q)): r = {r_text(ent)}. The larger |r| is {carrier}'s. "
                    f"The Jeffreys part is {100 * share.min():.2g}-{100 * share.max():.2g} % of "
                    "SCE across the units" + (
                        "; the two parts correlate with the score in opposite directions, so "
@@ -451,7 +464,7 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
     out: list[Claim] = []
     if rows.empty:
         return []
-    pear = rows[(rows["method"] == "pearson") & (rows["score"] == score)].set_index("predictor")
+    pear = pearson_rows(rows, score)
     mis, ce = paper("table1/pearson_misalign"), paper("table1/pearson_train_loss")
     label = f"{score} (higher is better)"
     if "misalignment" in pear.index:
@@ -520,9 +533,11 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
         above = (loo["low"] > 0).any()
         outcome = "passes" if below else "fails" if above else "unclear"
         worst = loo.loc[loo["r"].idxmax()]
+        fits = ", ".join(f"{n} leaving one {by} out" for by, n in loo.groupby("by", sort=False)
+                         .size().items())
         out.append(Claim("T1.7", "Sec. 4.1 (audit 4)", "The correlation holds with any one "
-                         "method left out", "not tested", "?",
-                         f"{len(loo)} leave-one-method-out fits; weakest without "
+                         "method, or any one kind of unit, left out", "not tested", "?",
+                         f"{len(loo)} fits ({fits}); weakest without {worst['by']} "
                          f"{worst['left_out']}: r = {worst['r']:+.2f} [{worst['low']:+.2f}, "
                          f"{worst['high']:+.2f}]", outcome,  # type: ignore[arg-type]
                          "passes when every interval is below 0", kind="control"))
@@ -532,4 +547,4 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
 __all__ = ["PREDICTORS", "population_table", "units", "views", "composition", "main_score",
            "decomposition", "within_method", "narrative",
            "scores", "table1", "comparisons", "partial_rows", "top1_by_l_extra",
-           "leave_one_out", "noise_text", "claims"]
+           "leave_one_out", "noise_text", "claims", "pearson_rows", "pearson", "r_text"]

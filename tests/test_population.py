@@ -157,3 +157,21 @@ def test_the_logged_training_loss_is_the_mean_ce_of_the_last_fifth():
     log = [{"step": i + 1, "ce": float(i + 1)} for i in range(10)]
     assert final_ce(log) == pytest.approx(9.5)  # steps 9 and 10
     assert final_ce(log[:3]) == pytest.approx(3.0) and np.isnan(final_ce([]))
+
+
+def test_leave_one_out_by_method_and_by_kind():
+    t = models(12).assign(kind=["probe"] * 4 + ["fine-tuning run"] * 7 + ["base model"])
+    loo = population.leave_one_out(t, "score_4x", n_resamples=200)
+    assert list(loo["by"]) == ["method"] * 4 + ["kind"] * 3
+    assert set(loo[loo["by"] == "kind"]["left_out"]) == {"probe", "fine-tuning run",
+                                                         "base model"}
+    assert (loo[loo["by"] == "method"]["n"] == 9).all()    # 3 of 12 units per method
+    assert loo.set_index("left_out").loc["fine-tuning run", "n"] == 5
+    assert np.allclose(loo["r"], -1.0)                     # score = -2 x misalignment in each
+    one_kind = population.leave_one_out(t.assign(kind="probe"), "score_4x", n_resamples=200)
+    assert set(one_kind["by"]) == {"method"}               # leaving the only kind: no fit
+    rows = population.table1(t, ["misalignment"], ["score_4x"], n_resamples=100)
+    claim = {c["id"]: c for c in population.claims(rows, pd.DataFrame(), pd.DataFrame(), loo,
+                                                   None, "score_4x", 200)}["T1.7"]
+    assert claim["verdict"] == "passes" and "4 leaving one method out, 3 leaving one kind" \
+        in claim["ours"]

@@ -107,11 +107,8 @@ def figure_table1(setup: Setup, result: Result):
     for ax, pred in zip(g.axes.flat, ["misalignment", "train_loss"]):
         plots.sns.regplot(data=table, x=pred, y=main, scatter=False, ax=ax, color="black",
                           line_kws={"lw": 1})
-        r = rows[(rows["predictor"] == pred) & (rows["score"] == main)
-                 & (rows["method"] == "pearson")]
-        if len(r):
-            ax.set_title(f"{pred}: r = {r['r'].iloc[0]:+.2f} [{r['low'].iloc[0]:+.2f}, "
-                         f"{r['high'].iloc[0]:+.2f}]")
+        if (row := population.pearson(rows, pred, main)) is not None:
+            ax.set_title(f"{pred}: r = {population.r_text(row)}")
     save_figure(setup, result, g.figure, "fig_table1_scatter")
     return g.figure
 
