@@ -45,6 +45,7 @@ from lsa.config import (
     PipelineConfig,
     RunConfig,
 )
+from lsa.data import babi
 from lsa.strict import ConfigError
 
 RunKind = Literal["base", "finetune", "babilong", "babilong-eval", "probe", "longbench"]
@@ -295,10 +296,19 @@ def _spec_identity(spec: RunConfig) -> dict[str, Any]:
     return out
 
 
+def _babi_identity(pipe: PipelineConfig) -> dict[str, Any]:
+    """The bAbI files the BABILong jobs read (``$LSA_DATA_DIR``), where they read any: a run
+    from the files and one from the built-in generator differ (runs from the generator keep
+    the ids they had before the source was recorded)."""
+    files = babi.file_sources(sorted({*pipe.babilong.tasks, pipe.babilong.depth_task}))
+    return {"babi_files": files} if files else {}
+
+
 def babilong_identity(pipe: PipelineConfig, base: Run, spec: RunConfig) -> dict[str, Any]:
-    """The base model, the BABILong settings but the grid's alphas and seeds, and the run."""
+    """The base model, the BABILong settings but the grid's alphas and seeds, the bAbI source
+    and the run."""
     shared = {k: v for k, v in pipe.babilong.to_dict().items() if k not in ("alphas", "seeds")}
-    return {"base": base.id, **shared, "run": _spec_identity(spec)}
+    return {"base": base.id, **shared, **_babi_identity(pipe), "run": _spec_identity(spec)}
 
 
 EVAL_KEYS = ("tasks", "test_samples", "depth_task", "prompt_parts", "eval_lengths",
@@ -309,7 +319,8 @@ def babilong_eval_identity(pipe: PipelineConfig, finetuned: Run) -> dict[str, An
     """The evaluated run and the test settings (the prompts file is recorded by its checksum in
     the metrics, not here)."""
     bl = pipe.babilong.to_dict()
-    return {"finetune": finetuned.id, "seed": pipe.seed, **{k: bl[k] for k in EVAL_KEYS}}
+    return {"finetune": finetuned.id, "seed": pipe.seed, **{k: bl[k] for k in EVAL_KEYS},
+            **_babi_identity(pipe)}
 
 
 def longbench_identity(pipe: PipelineConfig, finetuned: Run) -> dict[str, Any]:

@@ -21,37 +21,31 @@ from conftest import ROOT
 pytestmark = pytest.mark.slow
 
 
-def _train(out_root, data_dir: str | None) -> tuple[list[dict], dict]:
-    env = {k: v for k, v in os.environ.items() if k != "LSA_DATA_DIR"}
-    env["LSA_OUTPUT_ROOT"] = str(out_root)
+def _train(out_root, data_dir: str | None, monkeypatch) -> tuple[list[dict], dict]:
+    """Train the smoke BABILong runs from one bAbI source and read their claims; the source
+    is part of the runs' identity, so this process reads with the same ``LSA_DATA_DIR``."""
+    monkeypatch.setenv("LSA_OUTPUT_ROOT", str(out_root))
     if data_dir:
-        env["LSA_DATA_DIR"] = data_dir
+        monkeypatch.setenv("LSA_DATA_DIR", data_dir)
+    else:
+        monkeypatch.delenv("LSA_DATA_DIR", raising=False)
     pipe = load_config(profile="smoke")
     for command in [["pretrain"]] + [r.command for r in runs_of(pipe).babilong.values()]:
         out = subprocess.run([sys.executable, "-m", "lsa", *command, "--profile", "smoke",
-                              "--no-progress"], env=env, cwd=ROOT, capture_output=True,
-                             text=True)
+                              "--no-progress"], env=dict(os.environ), cwd=ROOT,
+                             capture_output=True, text=True)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    old = os.environ.get("LSA_OUTPUT_ROOT")
-    os.environ["LSA_OUTPUT_ROOT"] = str(out_root)
-    try:
-        pipe = load_config(profile="smoke")
-        acc, depth = analysis.collect_babilong(pipe)
-        claims = analysis.babilong_claims(acc, depth, pipe.view.alpha)
-        return claims, analysis.babilong_sources(pipe)
-    finally:
-        if old is None:
-            os.environ.pop("LSA_OUTPUT_ROOT", None)
-        else:
-            os.environ["LSA_OUTPUT_ROOT"] = old
+    acc, depth = analysis.collect_babilong(pipe)
+    claims = analysis.babilong_claims(acc, depth, pipe.view.alpha)
+    return claims, analysis.babilong_sources(pipe)
 
 
-def test_babilong_verdicts_do_not_flip_with_the_babi_source(tmp_path):
+def test_babilong_verdicts_do_not_flip_with_the_babi_source(tmp_path, monkeypatch):
     files = paths.data_dir()
     if files is None or not (files / "babi").is_dir():
         pytest.skip("no bAbI files in $LSA_DATA_DIR/babi: only the generator to compare")
-    generated, gen_source = _train(tmp_path / "generator", None)
-    real, real_source = _train(tmp_path / "files", str(files))
+    generated, gen_source = _train(tmp_path / "generator", None, monkeypatch)
+    real, real_source = _train(tmp_path / "files", str(files), monkeypatch)
     assert set(gen_source["babi_source"].values()) == {"built-in generator"}
     assert all(s.startswith("bAbI files") for s in real_source["babi_source"].values())
     assert {c["id"] for c in generated} == {c["id"] for c in real}

@@ -46,6 +46,28 @@ def test_ids_are_stable():
     assert more.finetune["pi_a0.1_s0"].id == smoke.finetune["pi_a0.1_s0"].id
 
 
+def test_a_babilong_run_made_from_the_babi_files_is_another_run(tmp_path, monkeypatch):
+    """The bAbI source is part of a BABILong run's identity: a folder trained on the
+    generator is never read as the files' run (or back); the generator's runs keep their ids."""
+    monkeypatch.delenv("LSA_DATA_DIR", raising=False)
+    name = "babilong_pi_a0_s0"
+    generated = runs_of(from_mapping({"profile": "smoke"})).babilong[name]
+    assert generated.id == "babilong_pi_a0_s0-2325d672a8" and "babi_files" not in \
+        generated.identity
+    tasks = tmp_path / "babi" / "tasks_1-20_v1-2" / "en-10k"
+    tasks.mkdir(parents=True)
+    (tasks / "qa1_single-supporting-fact_train.txt").write_text("1 a.\n2 b?\tc\t1\n")
+    monkeypatch.setenv("LSA_DATA_DIR", str(tmp_path))
+    files = runs_of(from_mapping({"profile": "smoke"})).babilong[name]
+    assert files.id != generated.id
+    assert files.identity["babi_files"] == {"qa1_train": "en-10k/qa1_single-supporting-fact"
+                                                         "_train.txt"}
+    evaluate = {"profile": "smoke", "defaults": {"babilong": {"design": "evaluate"}}}
+    with_files = runs_of(from_mapping(evaluate)).babilong_eval["clex_a0_s0"]
+    monkeypatch.delenv("LSA_DATA_DIR")
+    assert runs_of(from_mapping(evaluate)).babilong_eval["clex_a0_s0"].id != with_files.id
+
+
 def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
     pipe = load_config(profile="smoke")
     runs = runs_of(pipe)

@@ -93,20 +93,36 @@ def babi_folder() -> Path | None:
     return folder if folder.is_dir() else None
 
 
-def load_babi(task: str, split: str = "test", n: int | None = None, seed: int = 0
-              ) -> tuple[list[BabiSample], str]:
-    """Samples of ``task`` (qa1-qa5) and the name of their source."""
+def task_file(task: str, split: str) -> Path | None:
+    """The bAbI file ``load_babi`` reads for ``task`` and ``split`` (the ``en-10k`` split
+    first), or None where it generates the samples."""
     if task not in TASK_FILES:
         raise ValueError(f"task = {task!r}: must be one of {', '.join(TASK_FILES)}")
     if split not in ("train", "test"):
         raise ValueError(f"split = {split!r}: must be 'train' or 'test'")
     folder = babi_folder()
-    if folder is not None:
-        for sub in ("en-10k", "en"):
-            path = folder / sub / f"{TASK_FILES[task]}_{split}.txt"
-            if path.exists():
-                samples = parse_babi(path.read_text(encoding="utf-8").splitlines(), task, path)
-                return (samples[:n] if n else samples), f"bAbI files: {sub}/{path.name}"
+    for sub in ("en-10k", "en") if folder is not None else ():
+        path = folder / sub / f"{TASK_FILES[task]}_{split}.txt"  # type: ignore[operator]
+        if path.exists():
+            return path
+    return None
+
+
+def file_sources(tasks: list[str]) -> dict[str, str]:
+    """``{task_split: "en-10k/<file>"}`` for each task and split read from bAbI files (empty
+    where every sample is generated): part of a BABILong run's identity, so runs made from
+    the files and from the generator are different runs."""
+    return {f"{task}_{split}": f"{path.parent.name}/{path.name}" for task in tasks
+            for split in ("train", "test") if (path := task_file(task, split)) is not None}
+
+
+def load_babi(task: str, split: str = "test", n: int | None = None, seed: int = 0
+              ) -> tuple[list[BabiSample], str]:
+    """Samples of ``task`` (qa1-qa5) and the name of their source."""
+    path = task_file(task, split)
+    if path is not None:
+        samples = parse_babi(path.read_text(encoding="utf-8").splitlines(), task, path)
+        return (samples[:n] if n else samples), f"bAbI files: {path.parent.name}/{path.name}"
     return generate(task, n or 10000, seed=seed), "built-in generator"
 
 
