@@ -363,13 +363,21 @@ def exposure_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig, column:
                 evidence="vs CE-only", kind="control", words=MOVES)
 
 
+def compute_arms(cfg: AblationConfig) -> list[str]:
+    """The two-window arms item 5 meets with CE-only at more steps: SCE at ``alpha``, Jeffreys
+    at ``robust_jeffreys_alpha``, then every arm of item 1 where it is run."""
+    arms = [f"SCE {cfg.alpha:g}", f"Jeffreys {cfg.robust_jeffreys_alpha:g}"]
+    if "divergence" in cfg.items:
+        arms += [f"{DIVERGENCE_LABELS[d]} {a:g}" for d, a in _arms(cfg)]
+    return list(dict.fromkeys(arms))
+
+
 def compute_pairs(cfg: AblationConfig) -> list[tuple[str, str, str, str]]:
-    """SCE at ``alpha`` and Jeffreys at ``robust_jeffreys_alpha`` (both two-window arms)
-    against CE-only with more steps (``compute_steps``), and SCE against CE-only."""
+    """Every arm of ``compute_arms`` against CE-only with more steps (``compute_steps``), and
+    SCE against CE-only."""
     m, a = cfg.method, cfg.alpha
-    arms = [f"SCE {a:g}", f"Jeffreys {cfg.robust_jeffreys_alpha:g}"]
-    return [(m, arm, m, f"CE, {n} steps") for arm in arms for n in cfg.compute_steps] + \
-        [(m, f"SCE {a:g}", m, "CE")]
+    return [(m, arm, m, f"CE, {n} steps") for arm in compute_arms(cfg)
+            for n in cfg.compute_steps] + [(m, f"SCE {a:g}", m, "CE")]
 
 
 def equal_compute_steps(steps: int, l_train: int) -> dict[str, float]:
@@ -400,6 +408,12 @@ def compute_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig, column: 
             f"counted work ({m})", "-", "?", eff, m, jeff, f"{m} CE, {nearest} steps", column,
             evidence=f"{steps} steps of two windows vs CE-only {nearest} steps (the run nearest "
             f"to {equal_steps:.0f}: equal forward and backward tokens)", kind="control")
+    for i, arm in enumerate(compute_arms(cfg)[2:], start=3):  # item 1's other arms
+        alpha = arm.split()[-1]
+        out.add(f"A5.{i}", f"CE + {alpha} x {arm.rsplit(' ', 1)[0]} against CE-only at equal "
+                f"counted work ({m})", "-", "?", eff, m, arm, f"{m} CE, {nearest} steps", column,
+                evidence=f"{steps} steps of two windows vs CE-only {nearest} steps",
+                kind="control")
 
 
 def parts_pairs(cfg: AblationConfig) -> list[tuple[str, str, str, str]]:

@@ -264,6 +264,17 @@ def test_the_compute_claim_takes_the_run_nearest_to_equal_counted_work():
     # Jeffreys (also two windows per step) meets the same equal-compute run, as a control
     assert jeffreys.id == "A5.2" and jeffreys.kind == "control" and jeffreys.verdict == "helps"
     assert ("pi", "Jeffreys 1", "pi", "CE, 120 steps") in ablation.compute_pairs(cfg)
+    # with item 1 run, each of its two-window arms meets the equal-compute run as well, once
+    both = AblationConfig(items=["divergence", "compute"], seeds=[0, 1], compute_steps=[120],
+                          sce_alphas=[0.1, 1.0], jeffreys_alphas=[1.0], entropy_alphas=[0.1])
+    assert ablation.compute_arms(both) == ["SCE 0.1", "Jeffreys 1", "SCE 1", "entropy 0.1"]
+    rows = [{"method": "pi", "setting": arm, "baseline": "pi CE, 120 steps", "column": "ppl_4x",
+             "delta": -1.0, "low": -2.0, "high": -0.5} for arm in ablation.compute_arms(both)]
+    out = ablation.Claims()
+    ablation.compute_claims(out, _eff(rows), both, "ppl_4x", 60, 120.0)
+    assert [c.id for c in out.claims] == ["A5.1", "A5.2", "A5.3", "A5.4"]
+    assert [c.kind for c in out.claims] == ["paper", "control", "control", "control"]
+    assert out.claims[3].claim.startswith("CE + 0.1 x entropy against CE-only at equal")
 
 
 def test_an_item_not_run_says_so():
