@@ -159,11 +159,12 @@ def _bench(args) -> int:
 
 def _timings(args) -> int:
     from lsa import timings
+    from lsa.runs import runs_of
 
-    profile = _load(args).profile
+    pipe = _load(args)
     if args.record_since is not None:
-        timings.record_reproduce(profile, args.record_since, args.cores)
-    print(timings.markdown(profile), end="")
+        timings.record_reproduce(pipe.profile, args.record_since, args.cores)
+    print(timings.markdown(pipe.profile, {r.id for r in runs_of(pipe)}), end="")
     return 0
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lsa import files, paths, timings
+from lsa.runs import runs_of
 
 REPORT = "06_replication_report"
 
@@ -55,7 +56,8 @@ def machine() -> dict[str, Any]:
 def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     from lsa.pipeline import check_outputs, pipeline_config
 
-    problems = check_outputs(pipeline_config(profile))
+    pipe = pipeline_config(profile)
+    problems = check_outputs(pipe)
     if problems:
         raise NotPublishable(f"profile {profile} fails its checks ({len(problems)} problems, "
                              f"first: {problems[0]}); run `make reproduce PROFILE={profile}`")
@@ -86,7 +88,8 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
              "reproduce": json.loads(record.read_text()), "machine": machine(),
              "notebooks": [nb.stem for nb in notebooks]}
     files.write_json(staging / "stamp.json", stamp)
-    files.atomic_write_text(staging / "STAMP.md", _stamp_markdown(stamp, profile))
+    ids = {r.id for r in runs_of(pipe)}  # the profile's own runs, not a sharing profile's
+    files.atomic_write_text(staging / "STAMP.md", _stamp_markdown(stamp, profile, ids))
     previous = dest / "claims.csv"
     files.atomic_write_text(staging / "RESULTS.md", results_markdown(
         staging, previous if previous.exists() else None))
@@ -126,7 +129,8 @@ def _render_html(notebook: Path, out: Path, figures: dict[str, str] | None = Non
     files.atomic_write_text(out, body)
 
 
-def _stamp_markdown(stamp: dict[str, Any], profile: str) -> str:
+def _stamp_markdown(stamp: dict[str, Any], profile: str, run_ids: set[str] | None = None
+                    ) -> str:
     rep, mach = stamp["reproduce"], stamp["machine"]
     lines = [f"# Published results: profile `{profile}`", "",
              f"- commit: `{stamp['commit']}`",
@@ -136,7 +140,7 @@ def _stamp_markdown(stamp: dict[str, Any], profile: str) -> str:
              f"- `make reproduce` wall time: {rep['wall_s'] / 60:.1f} min "
              f"({rep.get('cores', '?')} cores)"
              + (f"; {rep['note']}" if rep.get("note") else ""), "",
-             "## Where the time went", "", timings.markdown(profile)]
+             "## Where the time went", "", timings.markdown(profile, run_ids)]
     return "\n".join(lines) + "\n"
 
 

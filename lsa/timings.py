@@ -83,13 +83,17 @@ def run_split(folder: Path) -> dict[str, float] | None:
     return {"train_s": float(trained), "evaluation_s": max(0.0, float(total) - float(trained))}
 
 
-def breakdown(profile: str) -> list[dict[str, Any]]:
+def breakdown(profile: str, run_ids: set[str] | None = None) -> list[dict[str, Any]]:
     """Per kind of job: count, summed and mean wall seconds, and for training runs the part
-    spent training vs evaluating (from the run folders)."""
+    spent training vs evaluating (from the run folders: those of ``run_ids`` where given, the
+    profile's own runs; profiles that share a runs folder, ``mini`` and ``mini-full``, would
+    otherwise count each other's)."""
     root = runs_root(profile)
     splits = {}
     if root.exists():
         for folder in root.iterdir():
+            if run_ids is not None and folder.name not in run_ids:
+                continue
             split = run_split(folder)
             if split:
                 splits[folder.name] = split
@@ -113,9 +117,9 @@ def breakdown(profile: str) -> list[dict[str, Any]]:
     return out
 
 
-def markdown(profile: str) -> str:
+def markdown(profile: str, run_ids: set[str] | None = None) -> str:
     """The breakdown as a Markdown table, with the end-to-end time when it was recorded."""
-    rows = breakdown(profile)
+    rows = breakdown(profile, run_ids)
     lines = ["| kind | jobs | wall (min, summed) | mean per job (min) | training (min) | "
              "evaluation (min) |", "|---|---|---|---|---|---|"]
     for r in rows:

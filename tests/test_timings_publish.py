@@ -43,6 +43,12 @@ def test_breakdown_sums_jobs_and_splits_training_from_evaluation(out_root):
     assert rows["notebook"]["jobs"] == 1 and rows["notebook"]["train_s"] == 0
     table = timings.markdown("smoke")
     assert "| all jobs | 4 | 5.2 |" in table  # 312 s
+    # a profile sharing the runs folder (mini-full beside mini) counts only its own runs
+    _run_folder("smoke", "pi_a0.5_s0-789", 1000, 1200)
+    assert timings.breakdown("smoke")[1]["train_s"] == 1190
+    own = {r["kind"]: r for r in timings.breakdown("smoke", {"pi_a0_s0-123", "pi_a0.1_s0-456",
+                                                             "base-abc"})}
+    assert own["fine-tuning run"]["train_s"] == 190 and own["base model"]["train_s"] == 50
 
 
 def test_further_base_models_and_the_reference_model_have_their_own_rows():
