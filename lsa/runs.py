@@ -45,7 +45,7 @@ from lsa.config import (
     PipelineConfig,
     RunConfig,
 )
-from lsa.data import babi
+from lsa.data.babi import file_sources
 from lsa.strict import ConfigError
 
 RunKind = Literal["base", "finetune", "babilong", "babilong-eval", "probe", "longbench"]
@@ -300,7 +300,7 @@ def _babi_identity(pipe: PipelineConfig) -> dict[str, Any]:
     """The bAbI files the BABILong jobs read (``$LSA_DATA_DIR``), where they read any: a run
     from the files and one from the built-in generator differ (runs from the generator keep
     the ids they had before the source was recorded)."""
-    files = babi.file_sources(sorted({*pipe.babilong.tasks, pipe.babilong.depth_task}))
+    files = file_sources(sorted({*pipe.babilong.tasks, pipe.babilong.depth_task}))
     return {"babi_files": files} if files else {}
 
 
