@@ -25,13 +25,15 @@ from lsa.runs import (
 from conftest import ROOT
 
 
-def test_ids_are_stable():
+def test_ids_are_stable(monkeypatch):
     """Run ids name folders that already exist: the same configuration keeps its ids. They
     change only when what determines a run's numbers changes: the fine-tuning ids once when
     the grid's lists (methods, alphas, seeds, runs) left their identity (so that adding a seed
     or an ablation run renames no run), and every id once when the testbed's measures joined
     them (the base model's copy probes, ``data.recurrence``, the one metric seed and the copy
-    probes of the protocol: CHANGELOG.md, 2026-11-30)."""
+    probes of the protocol: CHANGELOG.md, 2026-11-30). The BABILong ids are those of the
+    built-in bAbI generator (the bAbI files are part of a run's identity)."""
+    monkeypatch.delenv("LSA_DATA_DIR", raising=False)
     smoke = runs_of(from_mapping({"profile": "smoke"}))
     assert smoke.base.id == "base-9cd7efb343"
     assert smoke.finetune["pi_a0.1_s0"].id == "pi_a0.1_s0-0eaecb55ed"
