@@ -363,12 +363,12 @@ def exposure_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig, column:
                 evidence="vs CE-only", kind="control", words=MOVES)
 
 
-def compute_arms(cfg: AblationConfig) -> list[str]:
-    """The two-window arms item 5 meets with CE-only at more steps: SCE at ``alpha``, Jeffreys
-    at ``robust_jeffreys_alpha``, then every arm of item 1 where it is run."""
-    arms = [f"SCE {cfg.alpha:g}", f"Jeffreys {cfg.robust_jeffreys_alpha:g}"]
+def compute_arms(cfg: AblationConfig) -> list[tuple[str, float]]:
+    """The two-window arms (divergence, alpha) item 5 meets with CE-only at more steps: SCE at
+    ``alpha``, Jeffreys at ``robust_jeffreys_alpha``, then every arm of item 1 where it is run."""
+    arms = [("sce", cfg.alpha), ("jeffreys", cfg.robust_jeffreys_alpha)]
     if "divergence" in cfg.items:
-        arms += [f"{DIVERGENCE_LABELS[d]} {a:g}" for d, a in _arms(cfg)]
+        arms += _arms(cfg)
     return list(dict.fromkeys(arms))
 
 
@@ -376,8 +376,9 @@ def compute_pairs(cfg: AblationConfig) -> list[tuple[str, str, str, str]]:
     """Every arm of ``compute_arms`` against CE-only with more steps (``compute_steps``), and
     SCE against CE-only."""
     m, a = cfg.method, cfg.alpha
-    return [(m, arm, m, f"CE, {n} steps") for arm in compute_arms(cfg)
-            for n in cfg.compute_steps] + [(m, f"SCE {a:g}", m, "CE")]
+    return [(m, f"{DIVERGENCE_LABELS[d]} {alpha:g}", m, f"CE, {n} steps")
+            for d, alpha in compute_arms(cfg) for n in cfg.compute_steps] + \
+        [(m, f"SCE {a:g}", m, "CE")]
 
 
 def equal_compute_steps(steps: int, l_train: int) -> dict[str, float]:
@@ -408,11 +409,11 @@ def compute_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig, column: 
             f"counted work ({m})", "-", "?", eff, m, jeff, f"{m} CE, {nearest} steps", column,
             evidence=f"{steps} steps of two windows vs CE-only {nearest} steps (the run nearest "
             f"to {equal_steps:.0f}: equal forward and backward tokens)", kind="control")
-    for i, arm in enumerate(compute_arms(cfg)[2:], start=3):  # item 1's other arms
-        alpha = arm.split()[-1]
-        out.add(f"A5.{i}", f"CE + {alpha} x {arm.rsplit(' ', 1)[0]} against CE-only at equal "
-                f"counted work ({m})", "-", "?", eff, m, arm, f"{m} CE, {nearest} steps", column,
-                evidence=f"{steps} steps of two windows vs CE-only {nearest} steps",
+    for i, (d, alpha) in enumerate(compute_arms(cfg)[2:], start=3):  # item 1's other arms
+        label = DIVERGENCE_LABELS[d]
+        out.add(f"A5.{i}", f"CE + {alpha:g} x {label} against CE-only at equal counted work "
+                f"({m})", "-", "?", eff, m, f"{label} {alpha:g}", f"{m} CE, {nearest} steps",
+                column, evidence=f"{steps} steps of two windows vs CE-only {nearest} steps",
                 kind="control")
 
 

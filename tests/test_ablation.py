@@ -267,9 +267,12 @@ def test_the_compute_claim_takes_the_run_nearest_to_equal_counted_work():
     # with item 1 run, each of its two-window arms meets the equal-compute run as well, once
     both = AblationConfig(items=["divergence", "compute"], seeds=[0, 1], compute_steps=[120],
                           sce_alphas=[0.1, 1.0], jeffreys_alphas=[1.0], entropy_alphas=[0.1])
-    assert ablation.compute_arms(both) == ["SCE 0.1", "Jeffreys 1", "SCE 1", "entropy 0.1"]
-    rows = [{"method": "pi", "setting": arm, "baseline": "pi CE, 120 steps", "column": "ppl_4x",
-             "delta": -1.0, "low": -2.0, "high": -0.5} for arm in ablation.compute_arms(both)]
+    assert ablation.compute_arms(both) == [("sce", 0.1), ("jeffreys", 1.0), ("sce", 1.0),
+                                           ("entropy", 0.1)]
+    pairs = ablation.compute_pairs(both)
+    assert [st for _, st, _, _ in pairs[:4]] == ["SCE 0.1", "Jeffreys 1", "SCE 1", "entropy 0.1"]
+    rows = [{"method": "pi", "setting": st, "baseline": f"{bm} {bs}", "column": "ppl_4x",
+             "delta": -1.0, "low": -2.0, "high": -0.5} for _, st, bm, bs in pairs[:4]]
     out = ablation.Claims()
     ablation.compute_claims(out, _eff(rows), both, "ppl_4x", 60, 120.0)
     assert [c.id for c in out.claims] == ["A5.1", "A5.2", "A5.3", "A5.4"]
