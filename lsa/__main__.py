@@ -16,6 +16,7 @@
     python -m lsa probe    --run NAME [--profile P]     a model of the Table 1 population that
                                                         is not a fine-tuning run (base, RoPE, ...)
     python -m lsa bench    misalign [--quick]           cost of CE + SCE vs CE only
+    python -m lsa bench    jobs [--profile P]           job throughput at 1 and 2 threads
     python -m lsa timings  [--profile P]                where a profile's time went
     python -m lsa publish  [--profile P] [--results-only] snapshot into docs/results/ (committed)
 
@@ -152,6 +153,10 @@ def _job(args) -> int:
 
 
 def _bench(args) -> int:
+    if args.what == "jobs":
+        from lsa.throughput import main as jobs_main
+
+        return jobs_main(args)
     from lsa.bench import main as bench_main
 
     return bench_main(args)
@@ -244,11 +249,19 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--expect-id", help="the run folder the pipeline expects; the job fails "
                                            "before any compute when its own differs")
         p.set_defaults(func=_job)
-    p = sub.add_parser("bench", help="measure the regularizer's time and memory cost")
-    p.add_argument("what", choices=["misalign"])
+    p = sub.add_parser("bench", help="measure the regularizer's cost (misalign) or the jobs' "
+                       "throughput by thread count (jobs)")
+    p.add_argument("what", choices=["misalign", "jobs"])
+    p.add_argument("--profile", choices=PROFILES, help="jobs: the shapes of this profile "
+                   "(default mini)")
+    p.add_argument("--kinds", help="jobs: a comma-separated subset of the kinds")
+    p.add_argument("--seconds", type=float, default=10.0,
+                   help="jobs: seconds of work per setting")
+    p.add_argument("--threads", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--quick", action="store_true", help="tiny shapes (tests)")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--out", help="JSON output (default results/bench/misalign.json)")
+    p.add_argument("--out", help="JSON output (default results/bench/<what>[-<profile>].json)")
     p.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_bench)
     p = sub.add_parser("timings", help="where a profile's time went (from the pipeline's "

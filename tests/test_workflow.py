@@ -139,7 +139,7 @@ def test_workflow_settings_cover_every_run_kind_and_section():
     assert settings.section("06_replication_report").mem_mb == 1000
     assert settings.section("04_ablations").mem_mb == 4000  # the default
     assert settings.resources("gpu-small", "finetune").gpu == 1
-    assert settings.resources("mini", "finetune").threads == 2
+    assert settings.resources("mini", "finetune").threads == 1  # two at a time
     # modules that only orchestrate are no run's input (editing them retrains nothing)
     for modules in settings.run_modules.values():
         assert not {"config.py", "strict.py", "runs.py", "pipeline.py", "files.py",

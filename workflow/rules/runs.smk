@@ -24,6 +24,8 @@ for _run in RUNS:
         benchmark:
             f"logs/{PROFILE}/benchmarks/{_run.job}.tsv"
         threads: _resources.threads
+        # a base model is the job its profile's runs wait for: started first (settings.yaml)
+        priority: 1 if _run.kind == "base" else 0
         resources:
             mem_mb=_resources.mem_mb,
             gpu=_resources.gpu,
