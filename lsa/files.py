@@ -117,6 +117,17 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+def installed_versions() -> dict[str, str]:
+    """Every distribution installed in this environment, name -> version (sorted by name):
+    what a snapshot's ``stamp.json`` records, and what ``constraints.txt`` pins."""
+    found = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found[name.lower().replace("_", "-")] = dist.version
+    return dict(sorted(found.items()))
+
+
 def device_info() -> dict[str, Any]:
     info: dict[str, Any] = {"platform": platform.platform(), "python": sys.version.split()[0],
                             "cpu_count": os.cpu_count()}
@@ -142,7 +153,7 @@ def run_info(config: Any, seed: int | None = None, started: float | None = None,
         "git_commit": git_commit(),
         "packages": package_versions(),
         "device": device_info(),
-        "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "finished_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
     if started is not None:
         info["wall_time_s"] = round(time.time() - started, 2)

@@ -5,10 +5,12 @@
 
 - ``claims.md`` / ``claims.csv``: every claim with the paper's value, ours and the verdict;
 - ``figures/*.png``: every figure of the profile;
-- ``notebooks/*.html``: the executed notebooks rendered by nbconvert;
+- ``notebooks/*.ipynb``: the executed notebooks with their outputs (GitHub renders them; the
+  cells' timing metadata dropped, so that a republished snapshot differs only where it does);
 - ``gates.json``: the premise gates of the run (``lsa.gates``);
-- ``STAMP.md`` and ``stamp.json``: the commit, date, machine and wall time of the run the files
-  come from, and where its time went (``lsa.timings``);
+- ``STAMP.md`` and ``stamp.json``: the commit, date, machine, package versions and wall time of
+  the run the files come from, its makespan beside the floor (the jobs' CPU time over the
+  cores), and where its time went (``lsa.timings``);
 - ``RESULTS.md``: the results page, generated from the files above (``results_markdown``):
   the premise gates, the counts (the paper's claims apart from the project's controls), every
   claim with its numbers and verdict, and what moved since the snapshot it replaces.
@@ -20,9 +22,7 @@ stale file survives from an earlier snapshot.
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
-import hashlib
 import json
 import os
 import shutil
@@ -79,13 +79,17 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     for png in sorted(paths.figures_dir(profile).glob("*.png")):
         shutil.copy2(png, staging / "figures" / png.name)
     notebooks = sorted((paths.results_dir(profile) / "notebooks").glob("*.ipynb"))
-    figures = {hashlib.sha256(png.read_bytes()).hexdigest(): png.name
-               for png in (staging / "figures").glob("*.png")}
     for nb in notebooks:
-        _render_html(nb, staging / "notebooks" / f"{nb.stem}.html", figures)
+        _copy_notebook(nb, staging / "notebooks" / nb.name)
+    reproduce = json.loads(record.read_text())
+    # the environment `make reproduce` ran in (recorded then); an older record has none, and
+    # the environment publishing it stands in, marked so
+    packages = reproduce.pop("packages", None)
     stamp = {"profile": profile, "commit": _run_commit(profile) or files.git_commit(),
-             "published_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-             "reproduce": json.loads(record.read_text()), "machine": machine(),
+             "published_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+             "reproduce": reproduce, "machine": machine(),
+             "packages": packages or files.installed_versions(),
+             "packages_recorded_by": "make reproduce" if packages else "make publish",
              "notebooks": [nb.stem for nb in notebooks]}
     files.write_json(staging / "stamp.json", stamp)
     ids = {r.id for r in runs_of(pipe)}  # the profile's own runs, not a sharing profile's
@@ -108,38 +112,40 @@ def _run_commit(profile: str) -> str | None:
         return None
 
 
-def _render_html(notebook: Path, out: Path, figures: dict[str, str] | None = None) -> None:
-    """``notebook`` as HTML; an image output that is byte for byte one of the snapshot's
-    ``figures`` (sha256 -> file name; the report's gallery) links to ``../figures/`` instead
-    of being embedded a second time."""
+def _copy_notebook(notebook: Path, out: Path) -> None:
+    """An executed notebook as published: its cells and outputs, without the per-cell timing
+    metadata that papermill writes (it changes at every run and says nothing to a reader)."""
     import nbformat
-    from nbconvert import HTMLExporter
 
     node = nbformat.read(notebook, as_version=4)
     for cell in node.cells:
+        for key in ("execution", "papermill"):
+            cell.metadata.pop(key, None)
         for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            png = data.get("image/png")
-            name = figures and png and figures.get(
-                hashlib.sha256(base64.b64decode("".join(png.split()))).hexdigest())
-            if name:
-                del data["image/png"]
-                data["text/html"] = f'<img src="../figures/{name}" alt="{name}">'
-    body, _ = HTMLExporter().from_notebook_node(node)
-    files.atomic_write_text(out, body)
+            output.get("metadata", {}).pop("papermill", None)
+    files.atomic_write_text(out, nbformat.writes(node))
 
 
 def _stamp_markdown(stamp: dict[str, Any], profile: str, run_ids: set[str] | None = None
                     ) -> str:
-    rep, mach = stamp["reproduce"], stamp["machine"]
+    rep, mach, packages = stamp["reproduce"], stamp["machine"], stamp.get("packages") or {}
     lines = [f"# Published results: profile `{profile}`", "",
              f"- commit: `{stamp['commit']}`",
              f"- run finished: {rep.get('finished_utc')}; published {stamp['published_utc']}",
              f"- machine: {mach.get('platform')}, {mach.get('cpu_count')} CPUs, "
              f"{mach.get('memory_gib', '?')} GiB, CUDA: {mach.get('cuda')}",
-             f"- `make reproduce` wall time: {rep['wall_s'] / 60:.1f} min "
+             f"- `make reproduce` wall time (the makespan): {rep['wall_s'] / 60:.1f} min "
              f"({rep.get('cores', '?')} cores)"
+             + (f"; floor {rep['floor_s'] / 60:.1f} min (the jobs' CPU time over the cores), "
+                f"makespan / floor {rep['wall_s'] / rep['floor_s']:.2f}"
+                if rep.get("floor_s") else "")
              + (f"; {rep['note']}" if rep.get("note") else ""), "",
+             "## Environment", "",
+             f"Python {mach.get('python', '?')}; "
+             + ", ".join(f"{name} {packages.get(name, '-')}" for name in files.PACKAGES)
+             + f". Every installed package with its version: `stamp.json` (`packages`, recorded "
+               f"by `{stamp.get('packages_recorded_by', '?')}`); `pip install -c` a file of "
+               "its `name==version` lines rebuilds the environment.", "",
              "## Where the time went", "", timings.markdown(profile, run_ids)]
     return "\n".join(lines) + "\n"
 

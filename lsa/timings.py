@@ -130,13 +130,40 @@ def markdown(profile: str, run_ids: set[str] | None = None) -> str:
     total = sum(r["wall_s"] for r in rows)
     lines.append(f"| all jobs | {sum(r['jobs'] for r in rows)} | {total / 60:.1f} | | | |")
     end_to_end = reproduce_file(profile)
-    if end_to_end.exists():
-        rec = json.loads(end_to_end.read_text())
+    rec = json.loads(end_to_end.read_text()) if end_to_end.exists() else None
+    if rec:
         lines.append("")
         lines.append(f"End to end (`make reproduce`, {rec.get('cores', '?')} cores, jobs in "
                      f"parallel where the cores allow): {rec['wall_s'] / 60:.1f} min, finished "
                      f"{rec.get('finished_utc', '?')}.")
+    bound = floor(profile, rec.get("cores") if rec else None)
+    if bound:
+        lines.append("")
+        lines.append(f"Floor of the makespan (the jobs' CPU time, {bound['cpu_s'] / 60:.1f} min, "
+                     f"over {bound['cores']} cores): {bound['floor_s'] / 60:.1f} min"
+                     + (f"; makespan / floor: {rec['wall_s'] / bound['floor_s']:.2f}"
+                        if rec else "") + ".")
     return "\n".join(lines) + "\n"
+
+
+def cores_of(cores: str | int | None) -> int:
+    """A core count as ``make reproduce`` records it (``all`` or a number)."""
+    import os
+
+    try:
+        return max(1, int(cores))
+    except (TypeError, ValueError):
+        return os.cpu_count() or 1
+
+
+def floor(profile: str, cores: str | int | None = None) -> dict[str, float] | None:
+    """The lower bound of the pipeline's makespan: the CPU seconds of its jobs (Snakemake's
+    benchmark files) divided by the cores. None when no job recorded its CPU time."""
+    cpu = [r["cpu_s"] for r in job_times(profile) if r["cpu_s"] is not None]
+    if not cpu:
+        return None
+    n = cores_of(cores)
+    return {"cpu_s": sum(cpu), "cores": n, "floor_s": sum(cpu) / n}
 
 
 def record_reproduce(profile: str, started: float, cores: str) -> Path | None:
@@ -153,8 +180,12 @@ def record_reproduce(profile: str, started: float, cores: str) -> Path | None:
     if not ran:
         return None
     now = time.time()
+    bound = floor(profile, cores)
     return files.write_json(reproduce_file(profile), {
         "profile": profile, "wall_s": round(now - started, 1), "cores": cores,
         "jobs_run": len(ran), "git_commit": files.git_commit(),
-        "finished_utc": _dt.datetime.fromtimestamp(now, _dt.timezone.utc).isoformat(
-            timespec="seconds")})
+        "finished_utc": _dt.datetime.fromtimestamp(now, _dt.UTC).isoformat(
+            timespec="seconds"),
+        **({"jobs_cpu_s": round(bound["cpu_s"], 1), "floor_s": round(bound["floor_s"], 1)}
+           if bound else {}),
+        "packages": files.installed_versions()})

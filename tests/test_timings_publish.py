@@ -71,6 +71,20 @@ def test_reproduce_is_recorded_only_when_jobs_ran(out_root):
     timings.record_reproduce("smoke", started - 30, "2")
     rec = files.read_json(timings.reproduce_file("smoke"))
     assert rec["jobs_run"] == 1 and rec["cores"] == "2" and rec["wall_s"] >= 30
+    # the floor: the CPU seconds of the jobs' benchmark files (60 + 90) over the cores
+    assert rec["jobs_cpu_s"] == 150 and rec["floor_s"] == 75
+    assert rec["packages"]["torch"] == files.installed_versions()["torch"]
+
+
+def test_floor_is_the_jobs_cpu_time_over_the_cores(out_root):
+    assert timings.floor("smoke") is None  # nothing measured
+    _bench("smoke", "base_model", 60, cpu=100)
+    _bench("smoke", "finetune_pi_a0_s0", 90, cpu=50)
+    assert timings.floor("smoke", "2") == {"cpu_s": 150, "cores": 2, "floor_s": 75}
+    assert timings.floor("smoke", "all")["cores"] == os.cpu_count()
+    files.write_json(timings.reproduce_file("smoke"), {"wall_s": 150.0, "cores": "2"})
+    assert ("Floor of the makespan (the jobs' CPU time, 2.5 min, over 2 cores): 1.2 min; "
+            "makespan / floor: 2.00.") in timings.markdown("smoke")
 
 
 def _fake_outputs(profile):
@@ -88,9 +102,11 @@ def _fake_outputs(profile):
     figs.mkdir(parents=True)
     (figs / "fig_a.png").write_bytes(b"\x89PNG fake")
     (figs / "fig_a.pdf").write_bytes(b"%PDF fake")
-    gallery = nbformat.v4.new_code_cell("gallery", outputs=[
+    gallery = nbformat.v4.new_code_cell("gallery", metadata={
+        "execution": {"iopub.execute_input": "2026-11-30T00:00:01"},
+        "papermill": {"duration": 1.5}}, outputs=[
         nbformat.v4.new_output("display_data", {"image/png": base64.b64encode(
-            b"\x89PNG fake").decode()}),   # a saved figure: linked, not embedded again
+            b"\x89PNG fake").decode()}),
         nbformat.v4.new_output("display_data", {"image/png": base64.b64encode(
             b"\x89PNG inline only").decode()})])
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title here"),
@@ -99,8 +115,9 @@ def _fake_outputs(profile):
     nbdir.mkdir(parents=True)
     nbformat.write(nb, nbdir / f"{publish.REPORT}.ipynb")
     _bench(profile, "section_06_replication_report", 3)
-    files.write_json(timings.reproduce_file(profile), {"wall_s": 1500.0, "cores": "all",
-                                                    "finished_utc": "2026-11-30T00:00:00"})
+    files.write_json(timings.reproduce_file(profile), {
+        "wall_s": 1500.0, "cores": "2", "floor_s": 1200.0, "jobs_cpu_s": 2400.0,
+        "finished_utc": "2026-11-30T00:00:00", "packages": {"torch": "9.9.9", "zlib-x": "1"}})
 
 
 def test_publish_refuses_outputs_that_fail_their_checks(out_root, tmp_path):
@@ -116,7 +133,7 @@ def test_publish_needs_the_record_of_make_reproduce(out_root, tmp_path, monkeypa
         publish.publish("smoke", dest=tmp_path / "pub")
 
 
-def test_publish_copies_claims_pngs_and_html_and_stamps_them(out_root, tmp_path, monkeypatch):
+def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_path, monkeypatch):
     monkeypatch.setattr("lsa.pipeline.check_outputs", lambda pipe: [])
     _fake_outputs("smoke")
     dest = tmp_path / "pub"
@@ -144,12 +161,21 @@ def test_publish_copies_claims_pngs_and_html_and_stamps_them(out_root, tmp_path,
                              results.index("## The project's controls and audits"))
     assert paper_at < results.index("| T1.1") < controls_at < results.index("| A1.1")
     assert [p.name for p in (dest / "figures").iterdir()] == ["fig_a.png"]  # PNG only
-    html = (dest / "notebooks" / f"{publish.REPORT}.html").read_text()
-    assert "Title here" in html and "<html" in html.lower()
-    assert 'src="../figures/fig_a.png"' in html
-    assert base64.b64encode(b"\x89PNG fake").decode() not in html
-    assert base64.b64encode(b"\x89PNG inline only").decode() in html
+    # the executed notebook as .ipynb (GitHub renders it), outputs kept, timing metadata gone
+    (published,) = (dest / "notebooks").iterdir()
+    assert published.name == f"{publish.REPORT}.ipynb"
+    node = nbformat.read(published, as_version=4)
+    assert node.cells[0].source == "# Title here"
+    assert [o["data"]["image/png"] for o in node.cells[1].outputs] == [
+        base64.b64encode(png).decode() for png in (b"\x89PNG fake", b"\x89PNG inline only")]
+    assert "execution" not in node.cells[1].metadata and "papermill" not in node.cells[1].metadata
     stamp = json.loads((dest / "stamp.json").read_text())
     assert stamp["commit"] == "abc123" and stamp["reproduce"]["wall_s"] == 1500.0
     assert stamp["machine"]["cpu_count"] == os.cpu_count()
-    assert "25.0 min" in (dest / "STAMP.md").read_text()
+    # the environment recorded by make reproduce, lifted out of its record
+    assert stamp["packages"] == {"torch": "9.9.9", "zlib-x": "1"}
+    assert stamp["packages_recorded_by"] == "make reproduce"
+    assert "packages" not in stamp["reproduce"]
+    text = (dest / "STAMP.md").read_text()
+    assert "25.0 min" in text and "floor 20.0 min" in text and "makespan / floor 1.25" in text
+    assert "torch 9.9.9" in text and "transformers -" in text
