@@ -1,33 +1,52 @@
-# One-command setup. Both targets create .venv when it is missing and install the project.
-#   make test        unit tests + lint + the smoke pipeline + checks on its outputs
+# One-command setup. Every target creates .venv when it is missing and installs the project.
+#   make test        CI's command: unit tests + lint + the smoke pipeline, its faults, notebooks
+#   make check       a contributor's loop: unit tests and lint, no pipeline (a few minutes)
 #   make reproduce   the default replication (profile mini; PROFILE=... for another)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
-# The CPU build of torch lies on the team's machines; GPU users: make install TORCH=torch
+# The torch build: the CPU wheel by default (it lies on the team's machines). Another build:
+# TORCH='torch==X.Y.Z --index-url URL' (the README's "Installing"). Changing TORCH reinstalls.
 TORCH ?= torch==2.13.0
+TORCH_MARK := $(VENV)/.torch-$(shell printf '%s' '$(TORCH)' | cksum | cut -d' ' -f1)
 PROFILE ?= mini
 CORES ?= all
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help install test reproduce publish report bench lab lint clean-results
+.PHONY: help install test check reproduce publish report bench lab lint lock clean-results
 
 help:
-	@sed -n '2,4p' Makefile
+	@sed -n '2,5p' Makefile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(TORCH_MARK): | $(BIN)/python
+	rm -f $(VENV)/.torch-*
 	$(BIN)/python -m pip install --quiet $(TORCH)
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+# every other package at the version constraints.txt pins (the versions the published runs used)
+$(VENV)/.installed: pyproject.toml constraints.txt $(TORCH_MARK)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
 	touch $@
 
 install: $(VENV)/.installed
 
 test: install
 	$(BIN)/python -m pytest
+
+check: install
+	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/ruff check .
+
+# rewrite constraints.txt from this environment (torch and its CUDA wheels stay TORCH's choice)
+lock: | $(BIN)/python
+	@{ echo "# make lock: the versions of every package make install installs but torch (TORCH"; \
+	  echo "# chooses its build); pip install -c constraints.txt -e '.[test]' uses them."; \
+	  $(BIN)/python -m pip freeze --exclude-editable | grep -viE '^(torch|triton|nvidia-|lsa)([=-]|$$)'; \
+	} > constraints.txt
 
 reproduce: install
 	@start=$$(date +%s); set -e; \
