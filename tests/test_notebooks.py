@@ -28,11 +28,14 @@ def test_every_section_notebook_exists():
 
 
 @pytest.mark.slow
-def test_notebooks_run_with_their_defaults(out_root):
-    """As in JupyterLab: no parameters injected; outputs go to the (temporary) output root."""
+def test_notebooks_run_with_their_defaults(out_root, monkeypatch):
+    """As in JupyterLab: no parameters injected; outputs go to the (temporary) output root.
+    Every figure they draw from the smoke runs must follow lsa.plots.figure_problems's rules
+    (LSA_STRICT_FIGURES: a figure that breaks them fails its notebook)."""
     import papermill as pm
 
     paths.write_last_profile("smoke")  # as after `make reproduce PROFILE=smoke`
+    monkeypatch.setenv("LSA_STRICT_FIGURES", "1")  # the kernels inherit it
     pipe = load_config(profile="smoke")
     for key, spec in pipe.sections.items():  # config order: a report after what it reads
         pm.execute_notebook(str(paths.NOTEBOOKS / spec.notebook),
