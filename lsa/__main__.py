@@ -4,7 +4,10 @@
     python -m lsa config   --resolved | --fields | --runs   the resolved configuration, every
                                                         setting documented, every run's folder
     python -m lsa pipeline [--profile P] [--cores N]    Snakemake for a profile, resuming an
-                                                        interrupted run (stale lock, cut jobs)
+                                                        interrupted run (stale lock, cut jobs);
+                                                        a finished one is recorded in
+                                                        results/LAST_PROFILE (notebooks run
+                                                        alone read that profile)
     python -m lsa check    [--profile P]                check the outputs of a pipeline run
     python -m lsa fetch    books                        fetch the book corpus into data/
     python -m lsa pretrain [--profile P] [--run base_sN] the profile's base model (a run folder)
@@ -108,11 +111,22 @@ def _check(args) -> int:
     return 1 if problems else 0
 
 
+#: Snakemake options after which a successful exit does not mean the pipeline finished
+_NOT_A_RUN = {"-n", "--dry-run", "--dryrun", "--touch", "-t", "--list", "-l", "--summary",
+              "-S", "--detailed-summary", "-D", "--dag", "--rulegraph", "--unlock"}
+
+
 def _pipeline(args) -> int:
+    from lsa import paths
     from lsa.launch import run_pipeline
 
     profile = args.profile or _load(args).profile
-    return run_pipeline(profile, args.cores, args.config, args.snakemake_args)
+    status = run_pipeline(profile, args.cores, args.config, args.snakemake_args)
+    if status == 0 and not _NOT_A_RUN & set(args.snakemake_args):
+        # what a notebook run alone reads by default (lsa.notebook: profile = None)
+        print(f"lsa pipeline: profile {profile} finished "
+              f"({paths.write_last_profile(profile)})", flush=True)
+    return status
 
 
 def _fetch(args) -> int:

@@ -2,10 +2,13 @@
 
 A notebook's parameters cell (papermill tag ``parameters``) holds only how it is called::
 
-    profile = "smoke"      # run alone: the profile whose settings it reads (config/config.yaml)
+    profile = None         # run alone: the profile whose settings and runs it reads
+                           #   (None: the last finished `python -m lsa pipeline`'s, else mini)
     config_file = None     # the pipeline: the resolved configuration it reads instead
     run_ids = None         # the pipeline: the run folders it made for this notebook
-    train_missing = True   # run alone: train the runs that are not made yet
+    train_missing = None   # run alone, runs not made yet: True trains them here (progress
+                           #   bar), False leaves them out, None: True for smoke, else stop
+                           #   and say the command that makes them
     overrides = {}         # run alone: this section's settings to change, e.g. {"seeds": [0]}
 
 The section's settings themselves live in one place, the configuration (``config/config.yaml``,
@@ -15,6 +18,14 @@ the notebook runs alone (strictly: an unknown or invalid setting fails, naming i
 it reads. In the pipeline the notebook takes everything from the resolved file: its
 ``overrides`` must be empty and its runs must be the ones the pipeline made (``run_ids``); it
 never trains (``Setup.ensure_runs``).
+
+Run alone (JupyterLab), a notebook reads the runs of the last profile the pipeline finished, so
+that after ``make reproduce`` it shows that run's results. Runs it reads that are not made yet
+it trains itself, with a progress bar, only when that is quick (``QUICK_PROFILES``, or
+``train_missing = True``); otherwise it stops before any compute with ``RunsMissing``, which
+names the command that makes them (the pipeline schedules them on every core, and its
+notebooks then read them: for ``mini``, 45 min on the reference CPU, far longer one by one in a
+kernel).
 """
 
 from __future__ import annotations
@@ -36,6 +47,12 @@ if TYPE_CHECKING:
     from lsa.runs import Run
 
 _IPYTHON = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+#: profiles whose missing runs a notebook run alone trains by default (a few CPU minutes)
+QUICK_PROFILES = frozenset({"smoke"})
+
+
+class RunsMissing(RuntimeError):
+    """A notebook run alone reads runs that are not made yet, and would not train them."""
 
 
 def namespace_mark(namespace: dict[str, Any]) -> frozenset[str]:
@@ -58,12 +75,17 @@ class NotebookCall(StrictConfig):
 
     _section = "notebook"
 
-    profile: Profile = setting("smoke", help="run alone: the profile whose settings it reads")
+    profile: Profile | None = setting(
+        None, help="run alone: the profile whose settings and runs it reads (null: the last "
+                   "finished pipeline's, results/LAST_PROFILE, else mini)")
     config_file: str | None = setting(
         None, help="the resolved configuration the pipeline passes (null: run alone)")
     run_ids: list[str] | None = setting(
         None, help="the run folders the pipeline made for this notebook (null: run alone)")
-    train_missing: bool = setting(True, help="run alone: train the runs not made yet")
+    train_missing: bool | None = setting(
+        None, help="run alone, runs not made yet: true trains them here, false leaves them "
+                   "out, null: true for the quick profiles (smoke), else stop naming the "
+                   "command that makes them")
     overrides: dict[str, Any] = setting(
         factory=dict, help="run alone: the section's settings to change")
 
@@ -101,10 +123,19 @@ class Setup:
         """The runs the section reads (its ``uses_runs``)."""
         return runs_of(self.pipe).used_by(self.pipe.sections[self.section].uses_runs)
 
+    @property
+    def train_missing(self) -> bool | None:
+        """What a notebook run alone does with runs not made yet: True trains them, False
+        leaves them out, None stops (``train_missing = None`` resolved by the profile)."""
+        if self.call.train_missing is not None:
+            return self.call.train_missing
+        return True if self.profile in QUICK_PROFILES else None
+
     def ensure_runs(self) -> None:
-        """Make the runs the section reads when they are not finished: run alone with
-        ``train_missing``, train them (and what they need) here; in the pipeline never (the
-        runs are the notebook's inputs, so a missing one is an error)."""
+        """Make the runs the section reads when they are not finished: run alone, train them
+        (and what they need) here with a progress bar, leave them out or stop with
+        ``RunsMissing`` (``train_missing``); in the pipeline never (the runs are the notebook's
+        inputs, so a missing one is an error)."""
         missing = [r for r in self.runs() if not r.finished]
         if not missing:
             return
@@ -112,13 +143,27 @@ class Setup:
         if not self.alone:
             raise FileNotFoundError(f"runs the pipeline should have made are not finished: "
                                     f"{names}")
-        if not self.call.train_missing:
+        if self.train_missing is None:
+            raise RunsMissing(missing_runs_text(self.profile, [r.id for r in missing]))
+        if not self.train_missing:
             print(f"not made yet (train_missing is off), left out: {names}")
             return
         from lsa.jobs import ensure
 
+        print(f"training {len(missing)} runs of profile {self.profile} not made yet "
+              "(train_missing)", flush=True)
         for run in missing:
-            ensure(self.pipe, run, progress=False)
+            ensure(self.pipe, run, progress=True)
+
+
+def missing_runs_text(profile: str, ids: list[str]) -> str:
+    """Why a notebook run alone stopped, and the commands that go on."""
+    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    return (f"{len(ids)} runs of profile {profile} this notebook reads are not made yet "
+            f"({shown}). Make them with `make reproduce PROFILE={profile}` (or `python -m lsa "
+            f"pipeline --profile {profile}`) from the repository, then run this notebook again; "
+            f"or set train_missing = True to train them here, one by one (slow), or "
+            f"profile = \"smoke\" for a few minutes' run.")
 
 
 def open_section(section: str, params: dict[str, Any]) -> Setup:
@@ -128,6 +173,12 @@ def open_section(section: str, params: dict[str, Any]) -> Setup:
     faults.point(f"notebook:{section}")  # the tests' interruption of a notebook
     call = NotebookCall.from_dict(params, prefix="")
     if call.config_file is None:
+        if call.profile is None:
+            from lsa import paths
+
+            profile, why = paths.notebook_profile()
+            print(f"profile {profile}: {why}")
+            call = dataclasses.replace(call, profile=profile)
         pipe = load_config(profile=call.profile)
     else:
         if call.overrides:

@@ -20,6 +20,9 @@ targets that can be 0 (``sum``, ``mean``), so that ``log`` and ``1/sqrt`` stay f
 from __future__ import annotations
 
 import math
+import os
+import signal
+import sys
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -284,6 +287,21 @@ def evaluate(model: SyntheticTransformer, spec: RunSpec, cfg: SyntheticConfig, r
     return pd.DataFrame(rows)
 
 
+def die_with_parent(parent: int) -> None:
+    """Make this process die (SIGKILL) when its parent does, even by SIGKILL: a pool worker
+    never outlives the kernel or job that started it (Linux: ``prctl(PR_SET_PDEATHSIG)``;
+    elsewhere nothing). ``parent`` is the pid the pool was started from: a parent already
+    gone before the call (the worker was reparented) ends the worker at once."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0:  # 1: PR_SET_PDEATHSIG
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _worker(args):
     spec, cfg = args
     torch.set_num_threads(1)
@@ -304,7 +322,8 @@ def run_grid(cfg: SyntheticConfig, progress: bool = True) -> pd.DataFrame:
             frames.append(train_and_evaluate(*job))
             bar.update()
     else:
-        with ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn"),
+                                 initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
             for frame in pool.map(_worker, jobs):
                 frames.append(frame)
                 bar.update()

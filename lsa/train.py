@@ -23,7 +23,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,9 +212,59 @@ def recover_checkpoint(ckpt: Path) -> None:
             shutil.rmtree(leftover)
 
 
+#: seconds between two progress lines of a job (``LSA_PROGRESS_EVERY_S`` overrides it)
+PROGRESS_EVERY_S = 30.0
+#: the fraction of a run's steps between two progress lines, whichever comes first
+PROGRESS_EVERY_FRACTION = 0.1
+
+
+@dataclass
+class ProgressLog:
+    """When a run without a progress bar (a pipeline job, ``--no-progress``) writes its progress
+    line, and the line itself: every ``every_s`` seconds or every ``every_fraction`` of its
+    steps, whichever comes first, and at its last step. It only reads the clock and the step's
+    logged numbers, so it changes nothing a run computes."""
+
+    steps: int
+    start: int = 0
+    every_s: float = PROGRESS_EVERY_S
+    every_fraction: float = PROGRESS_EVERY_FRACTION
+    t0: float = field(default_factory=time.time)
+    last_t: float | None = None
+    last_step: int | None = None
+
+    def __post_init__(self) -> None:
+        self.every_steps = max(1, round(self.steps * self.every_fraction))
+        self.last_t = self.t0 if self.last_t is None else self.last_t
+        self.last_step = self.start if self.last_step is None else self.last_step
+
+    def due(self, step: int, now: float) -> bool:
+        """Whether the line of optimizer step ``step`` (1-based) is due at time ``now``."""
+        return (step >= self.steps or step - self.last_step >= self.every_steps
+                or now - self.last_t >= self.every_s)
+
+    def line(self, step: int, now: float, loss: float, tokens: int, name: str = "") -> str:
+        """``[name] step 40/200 (20%) loss 3.4120 | 1.23e+03 tokens/s | 12 s, 48 s left``:
+        ``tokens`` are those this process ran since ``start``."""
+        self.last_t, self.last_step = now, step
+        elapsed = max(now - self.t0, 1e-9)
+        done = step - self.start
+        left = elapsed / done * (self.steps - step) if done > 0 else float("nan")
+        head = f"[{name}] " if name else ""
+        return (f"{head}step {step}/{self.steps} ({100 * step / self.steps:.0f}%) "
+                f"loss {loss:.4f} | {tokens / elapsed:.3g} tokens/s | "
+                f"{elapsed:.0f} s, {left:.0f} s left")
+
+
+def progress_every_s() -> float:
+    """Seconds between two progress lines: ``LSA_PROGRESS_EVERY_S``, else ``PROGRESS_EVERY_S``."""
+    value = os.environ.get("LSA_PROGRESS_EVERY_S")
+    return float(value) if value else PROGRESS_EVERY_S
+
+
 def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Objective,
           seed: int, *, run_config: dict[str, Any] | None = None, progress: bool = True,
-          accelerator=None) -> dict[str, Any]:
+          accelerator=None, progress_log: ProgressLog | None = None) -> dict[str, Any]:
     """Train ``model`` in place on ``stream``; returns the summary (also written to the folder).
 
     A folder with ``train_summary.json`` is a finished run: it is not retrained (load its
@@ -223,6 +275,11 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     (``fp32_master_weights``) under autocast in their own dtype (fp16 with loss scaling), and
     cast back at the end, so the model keeps the dtype it was loaded in; fp32 models are
     autocast to bf16 when ``optim.bf16`` is set on a GPU.
+
+    Without a progress bar (``progress=False``: a pipeline job) the main process prints a
+    progress line to stderr, the job's log (``ProgressLog``: step, loss, tokens/s, time left;
+    ``progress_log`` sets when, default every ``progress_every_s()`` seconds or 10 % of the
+    steps).
 
     Several processes (``accelerate launch``): each draws its own micro-batches
     (``step_batch``), gradients are all-reduced once per optimizer step (``no_sync`` on the
@@ -273,11 +330,17 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
     acc.wait_for_everyone()
     model.train()
     t0 = time.time()
+    lines = None
+    if not progress and acc.is_main_process:
+        lines = progress_log or ProgressLog(optim.steps, start, every_s=progress_every_s(),
+                                            t0=t0)
+    tokens_at_start = tokens_seen
     bar = tqdm(range(start, optim.steps), desc=out_dir.name,
                disable=not progress or not acc.is_main_process, initial=start,
                total=optim.steps)
     for step in bar:
         parts_sum: dict[str, float] = {}
+        loss_sum = 0.0  # the step's loss, for the progress line only
         for micro in range(optim.grad_accum):
             tokens, l_extra, mask = step_batch(stream, seed, step, micro, optim.batch_size,
                                                objective, acc.process_index, acc.num_processes)
@@ -291,6 +354,7 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
                                     enabled=amp is not None):
                     parts = compute_loss(model, tokens, l_extra, objective, mask)
                 loss = parts.pop("loss")
+                loss_sum += loss.item() / optim.grad_accum
                 if not torch.isfinite(loss):
                     raise NonFiniteLossError(
                         f"non-finite loss at step {step} in {out_dir}: "
@@ -315,6 +379,9 @@ def train(model, stream, out_dir: str | Path, optim: OptimConfig, objective: Obj
         if acc.is_main_process:
             with open(log_path, "a") as fh:
                 fh.write(json.dumps(record) + "\n")
+        if lines is not None and lines.due(step + 1, now := time.time()):
+            print(lines.line(step + 1, now, loss_sum, tokens_seen - tokens_at_start,
+                             out_dir.name), file=sys.stderr, flush=True)
         bar.set_postfix(ce=f"{parts_sum['ce']:.3f}",
                         **({"sce": f"{parts_sum['misalign']:.3f}"} if "misalign" in parts_sum
                            else {}))

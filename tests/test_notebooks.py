@@ -28,17 +28,21 @@ def test_every_section_notebook_exists():
 
 
 @pytest.mark.slow
-def test_notebooks_run_with_their_defaults(out_root):
-    """As in JupyterLab: no parameters injected; outputs go to the (temporary) output root."""
+def test_notebooks_run_with_their_defaults(out_root, monkeypatch):
+    """As in JupyterLab: no parameters injected; outputs go to the (temporary) output root.
+    Every figure they draw from the smoke runs must follow lsa.plots.figure_problems's rules
+    (LSA_STRICT_FIGURES: a figure that breaks them fails its notebook)."""
     import papermill as pm
 
+    paths.write_last_profile("smoke")  # as after `make reproduce PROFILE=smoke`
+    monkeypatch.setenv("LSA_STRICT_FIGURES", "1")  # the kernels inherit it
     pipe = load_config(profile="smoke")
     for key, spec in pipe.sections.items():  # config order: a report after what it reads
         pm.execute_notebook(str(paths.NOTEBOOKS / spec.notebook),
                             str(out_root / f"{key}.ipynb"), kernel_name="python3",
                             progress_bar=False, cwd=str(paths.NOTEBOOKS))
         assert paths.metrics_file("smoke", key).exists()
-    # the defaults are the smoke profile, so the same checks as for a pipeline run hold;
+    # the defaults read the smoke profile, so the same checks as for a pipeline run hold;
     # the executed notebooks above live elsewhere, so put them where the checker looks
     for key in pipe.sections:
         target = paths.executed_notebook("smoke", key)
@@ -61,9 +65,60 @@ def test_unknown_parameter_fails_before_compute(out_root):
 # --- what a notebook reads: the pipeline's resolved file, or config/config.yaml alone --------
 
 
-def test_a_notebook_run_alone_reads_config_yaml_with_its_overrides():
+def test_a_notebook_run_alone_reads_the_last_finished_profile(out_root, capsys):
+    """profile = None: the profile of the last finished pipeline, else mini; a named profile
+    wins over the marker."""
     from lsa.notebook import open_section
 
+    assert paths.last_profile() is None
+    assert open_section("06_replication_report", {}).profile == "mini"
+    assert "no pipeline has finished yet" in capsys.readouterr().out
+    paths.write_last_profile("gpu-small")
+    assert paths.last_profile_file() == out_root / "results" / "LAST_PROFILE"
+    assert open_section("06_replication_report", {}).profile == "gpu-small"
+    assert "the last finished `python -m lsa pipeline`" in capsys.readouterr().out
+    assert open_section("06_replication_report", {"profile": "smoke"}).profile == "smoke"
+
+
+@pytest.mark.parametrize("status,extra,marked", [(0, [], True), (1, [], False),
+                                                 (0, ["-n"], False)])
+def test_the_pipeline_command_records_the_profile_it_finished(out_root, monkeypatch, status,
+                                                              extra, marked):
+    import lsa.launch
+    from lsa.__main__ import main
+
+    monkeypatch.setattr(lsa.launch, "run_pipeline", lambda *a, **k: status)
+    assert main(["pipeline", "--profile", "gpu-small", "--", *extra]) == status
+    assert paths.last_profile() == ("gpu-small" if marked else None)
+
+
+def test_missing_runs_of_a_notebook_run_alone(out_root, monkeypatch):
+    """Run alone on mini with its runs not made: it stops before any compute and names the
+    command; train_missing = False leaves them out; on smoke (train_missing = None) or with
+    train_missing = True it trains them here, with a progress bar."""
+    import lsa.jobs
+    from lsa.notebook import RunsMissing, open_section
+
+    trained = []
+    monkeypatch.setattr(lsa.jobs, "ensure", lambda pipe, run, progress: trained.append(
+        (pipe.profile, run.id, progress)))
+    paths.write_last_profile("mini")
+    setup = open_section("03_regularized_finetuning", {})
+    with pytest.raises(RunsMissing, match=r"make reproduce PROFILE=mini.*train_missing = True"):
+        setup.ensure_runs()
+    open_section("03_regularized_finetuning", {"train_missing": False}).ensure_runs()
+    assert trained == []
+    open_section("03_regularized_finetuning", {"train_missing": True}).ensure_runs()
+    n = len(setup.runs())
+    assert len(trained) == n and {(p, bar) for p, _, bar in trained} == {("mini", True)}
+    open_section("03_regularized_finetuning", {"profile": "smoke"}).ensure_runs()
+    assert {(p, bar) for p, _, bar in trained[n:]} == {("smoke", True)}
+
+
+def test_a_notebook_run_alone_reads_config_yaml_with_its_overrides(out_root):
+    from lsa.notebook import open_section
+
+    paths.write_last_profile("smoke")
     setup = open_section("03_regularized_finetuning", {})
     assert setup.alone and setup.pipe == load_config(profile="smoke")
     changed = open_section("04_ablations", {"overrides": {"seeds": [0, 1, 2]}})
@@ -109,6 +164,7 @@ def test_editing_a_parameter_of_a_notebook_run_alone_changes_its_output(out_root
     import papermill as pm
 
     nb = str(paths.NOTEBOOKS / "06_replication_report.ipynb")
+    paths.write_last_profile("smoke")
     outputs = {}
     for name, params in (("default", {}),
                          ("edited", {"overrides": {"sections": ["01_synthetic_study"]}})):

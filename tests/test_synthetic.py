@@ -179,3 +179,84 @@ def test_claim_verdicts_follow_the_numbers():
     rows = [r if r[2] != "sqrt" else r[:5] + [20.0, 0.0] for r in rows]
     got = {c["id"]: c for c in syn.claims(fake_per_length(rows), cfg)}
     assert got["S3.6"]["verdict"] == "disagrees"
+
+
+# --- the pool's workers die with the process that started them (a killed kernel or job) -----
+
+_KILLED_RUN = """
+import sys
+from lsa import synthetic as syn
+from lsa.config import SyntheticConfig
+
+class Bar:  # says when the first run came back: the workers are past their initializer
+    def __init__(self, **kw): self.n = 0
+    def update(self):
+        self.n += 1
+        if self.n == 1: print("first run back", flush=True)
+    def close(self): pass
+
+if __name__ == "__main__":  # spawn imports this file again in each worker
+    syn.tqdm = Bar
+    syn.run_grid(SyntheticConfig(**{TINY!r}, seeds=400, workers=2))
+    print("finished", flush=True)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    from pathlib import Path
+
+    out = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines()
+                          if ":\t" in line)
+        except OSError:
+            continue
+        if fields.get("PPid", "").strip() == str(pid):
+            out.append(int(status.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    from pathlib import Path
+
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")  # a zombie has ended (its reaper has not collected it yet)
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"),
+                    reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_die_when_their_parent_is_killed(tmp_path):
+    """A synthetic-study run in workers, its parent SIGKILLed mid-grid (as a kernel whose job is
+    killed): no process it started outlives it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    script = tmp_path / "run.py"
+    script.write_text(_KILLED_RUN.replace("{TINY!r}", repr(TINY)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        assert proc.stdout.readline().strip() == "first run back"
+        workers = _children(proc.pid)
+        assert len([w for w in workers if "spawn_main" in
+                    open(f"/proc/{w}/cmdline").read()]) == 2, workers
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL  # killed mid-grid, not finished
+        deadline = time.monotonic() + 60  # a bound on the wait, not a timing assertion
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [w for w in workers if _alive(w)] == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()

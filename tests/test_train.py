@@ -249,3 +249,40 @@ def test_ce_only_step_loss_and_gradients_as_model_labels_give(stream, ce_on, ans
     assert parts["ce"] == pytest.approx(loss.item(), rel=1e-5)
     for g, p in zip(got, model.parameters()):
         torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-6)
+
+
+# --- the progress line of a job (no bar): when, what it says, and that it changes nothing ----
+
+
+def test_progress_line_format_and_interval():
+    from lsa.train import ProgressLog
+
+    log = ProgressLog(steps=200, every_s=30.0, every_fraction=0.1, t0=1000.0)
+    assert log.every_steps == 20
+    assert not log.due(1, 1001.0) and log.due(20, 1005.0) and log.due(3, 1030.0)
+    assert log.due(200, 1000.5)  # the last step always
+    line = log.line(40, 1010.0, 3.41234, 20_480, "ft_yarn_a0.1_s0")
+    assert line == ("[ft_yarn_a0.1_s0] step 40/200 (20%) loss 3.4123 | 2.05e+03 tokens/s | "
+                    "10 s, 40 s left")
+    assert not log.due(41, 1011.0) and log.due(60, 1011.0)  # counted from the last line
+    resumed = ProgressLog(steps=10, start=6, t0=0.0)  # time left from this process's steps
+    assert resumed.line(8, 4.0, 1.0, 100).endswith("4 s, 4 s left")  # 2 s a step, 2 to go
+
+
+def test_progress_lines_go_to_the_job_log_and_change_no_number(stream, tmp_path, capfd):
+    """A job (no bar) prints its progress lines to stderr; the run's log is the same, number
+    for number, as with the bar (only the wall times differ)."""
+    logs = {}
+    for name, progress in (("bar", True), ("lines", False)):
+        train(tiny(), stream, tmp_path / name, optim(steps=10), Objective(l_train=16, alpha=0.1),
+              seed=3, progress=progress)
+        logs[name] = [{k: v for k, v in r.items() if k != "elapsed_s"}
+                      for r in read_log(tmp_path / name)]
+        err = capfd.readouterr().err
+        lines = [x for x in err.splitlines() if x.startswith(f"[{name}] step ")]
+        if progress:
+            assert lines == []
+        else:  # every 10 % of 10 steps: one line a step, the last "10/10 (100%)"
+            assert len(lines) == 10 and lines[-1].startswith("[lines] step 10/10 (100%) loss ")
+            assert all(" tokens/s | " in x and x.endswith(" s left") for x in lines)
+    assert logs["bar"] == logs["lines"]

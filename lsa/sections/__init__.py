@@ -82,9 +82,11 @@ def with_premise(setup: Setup, result: Result) -> Result:
 
 
 def save_figure(setup: Setup, result: Result, fig, name: str) -> None:
-    """Save ``fig`` as ``figures/<profile>/<name>.png`` and ``.pdf`` and record it."""
+    """Check ``fig`` (``lsa.plots.check_figure``: labels, one legend, nothing over the data),
+    save it as ``figures/<profile>/<name>.png`` and ``.pdf`` and record it."""
     from lsa import plots
 
+    plots.check_figure(fig, name)
     plots.savefig(fig, name, setup.profile)
     result.figures.append(name)
 

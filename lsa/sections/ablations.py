@@ -156,28 +156,46 @@ def figure_divergence(setup: Setup, result: Result):
     baselines = sorted(data["baseline"].unique(), key=lambda b: "both" not in b)
     fig, axes = plots.plt.subplots(1, len(baselines), figsize=(5 * len(baselines), 3.6),
                                    squeeze=False, sharey=True)
-    for ax, baseline in zip(axes[0], baselines):
+    for i, (ax, baseline) in enumerate(zip(axes[0], baselines)):
         for div, sub in data[data["baseline"] == baseline].groupby("divergence"):
             sub = sub.sort_values("alpha")
             err = [sub["delta"] - sub["low"], sub["high"] - sub["delta"]]
             ax.errorbar(sub["alpha"], sub["delta"], yerr=err if sub["seeds"].min() > 1 else None,
                         marker="o", capsize=3, label=div)
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xscale("log")
-        ax.set(xlabel="alpha", ylabel=f"paired change of {long}", title=f"vs {baseline}")
-        ax.legend(title="divergence")
+        _alpha_axis(ax, data["alpha"])
+        ax.set(ylabel="" if i else "paired change of\n" + plots.column_label(
+            long, setup.pipe.finetune.l_train), title=f"vs {baseline}")
     fig.suptitle("regularizer against its baselines (95 % t interval over seeds)")
     fig.tight_layout()
+    plots.figure_legend(fig, axes[0], "divergence")
     save_figure(setup, result, fig, "fig_ablation_divergence")
     return fig
 
 
+def _alpha_axis(ax, alphas) -> None:
+    """alpha on a log axis, symmetric-log (linear below the smallest positive alpha) when alpha
+    0 is shown: a sweep spans orders of magnitude, and its claim lives at the small ones."""
+    positive = sorted(a for a in set(alphas) if a > 0)
+    if min(alphas) <= 0 and positive:
+        ax.set_xscale("symlog", linthresh=positive[0], linscale=0.5)
+    elif positive:
+        ax.set_xscale("log")
+    shown = sorted(set(alphas))
+    ax.set_xticks(shown, [f"{a:g}" for a in shown])  # the alphas run, as numbers
+    ax.minorticks_off()
+    ax.set_xlabel("alpha (weight of L_misalign; symlog)" if min(alphas) <= 0
+                  else "alpha (weight of L_misalign)")
+
+
 def _pointplot(setup: Setup, result: Result, data: pd.DataFrame, x: str, hue: str, title: str,
-               name: str):
+               name: str, xlabel: str):
     fig, ax = plots.plt.subplots(figsize=(6, 3.6))
     plots.sns.pointplot(data=data, x=x, y=result.notes["long"], hue=hue, errorbar="sd",
                         dodge=0.2 if data[hue].nunique() > 1 else False, ax=ax)
-    ax.set(title=title)
+    ax.set(title=title, xlabel=xlabel,
+           ylabel=plots.column_label(result.notes["long"], setup.pipe.finetune.l_train))
+    plots.axes_legend_outside(ax, hue.replace("_", " "))
     save_figure(setup, result, fig, name)
     return fig
 
@@ -189,8 +207,18 @@ def figure_alpha_sweep(setup: Setup, result: Result):
         return None
     sweep = runs[runs["method"].isin(cfg.sweep_methods) & runs["setting"].isin(
         ["CE"] + [f"SCE {a:g}" for a in cfg.sweep_alphas])]
-    return _pointplot(setup, result, sweep, "alpha", "method",
-                      "alpha sweep (mean and sd over seeds)", "fig_ablation_alpha_sweep")
+    long = result.notes["long"]
+    fig, ax = plots.plt.subplots(figsize=(6, 3.6))
+    for method, sub in sweep.groupby("method"):  # alpha as a number: its axis is to scale
+        stats = sub.groupby("alpha")[long].agg(["mean", "std"]).reset_index()
+        ax.errorbar(stats["alpha"], stats["mean"], yerr=stats["std"].fillna(0), marker="o",
+                    capsize=3, label=method)
+    _alpha_axis(ax, sweep["alpha"])
+    ax.set(title="alpha sweep (mean and sd over seeds)",
+           ylabel=plots.column_label(long, setup.pipe.finetune.l_train))
+    plots.axes_legend_outside(ax, "method")
+    save_figure(setup, result, fig, "fig_ablation_alpha_sweep")
+    return fig
 
 
 def figure_l_extra(setup: Setup, result: Result):
@@ -205,7 +233,7 @@ def figure_l_extra(setup: Setup, result: Result):
     lx = lx[lx["arm"].isin(arms)]
     return _pointplot(setup, result, lx, "l_extra_setting", "arm",
                       f"l_extra setting ({cfg.method}; mean and sd over seeds)",
-                      "fig_ablation_l_extra")
+                      "fig_ablation_l_extra", "l_extra setting (range of the tokens cut)")
 
 
 def best_of_item1(result: Result) -> str | None:
@@ -225,12 +253,17 @@ def figure_exposure(setup: Setup, result: Result):
         return None
     keep = ["CE", "CE (both windows)", f"SCE {cfg.alpha:g}"]
     ex = runs[(runs["method"] == cfg.method) & runs["setting"].isin(keep)]
-    long = ex.melt(id_vars=["setting", "seed"], value_vars=_ppl_columns(runs),
+    l_train, columns = setup.pipe.finetune.l_train, _ppl_columns(runs)
+    ticks = dict(zip(columns, plots.window_ticks(columns, l_train)))
+    long = ex.melt(id_vars=["setting", "seed"], value_vars=columns,
                    var_name="window", value_name="perplexity")
+    long["window"] = long["window"].map(ticks)
     fig, ax = plots.plt.subplots(figsize=(6, 3.6))
     plots.sns.pointplot(data=long, x="window", y="perplexity", hue="setting", hue_order=keep,
-                        errorbar="sd", dodge=0.25, ax=ax)
-    ax.set(title=f"longer-exposure control ({cfg.method}; mean and sd over seeds)")
+                        errorbar="sd", dodge=0.25, ax=ax, order=list(ticks.values()))
+    ax.set(title=f"longer-exposure control ({cfg.method}; mean and sd over seeds)",
+           xlabel=f"evaluation window (l_train = {l_train} tokens)", ylabel="perplexity")
+    plots.axes_legend_outside(ax, "setting")
     save_figure(setup, result, fig, "fig_ablation_exposure")
     return fig
 
@@ -259,6 +292,8 @@ def figure_parts(setup: Setup, result: Result):
     fig, ax = plots.plt.subplots(figsize=(5, 3.4))
     plots.sns.barplot(data=parts, x="method", y=result.notes["long"], hue="setting",
                       errorbar="sd", ax=ax)
-    ax.set(title="each part alone (mean and sd over seeds)")
+    ax.set(title="each part alone (mean and sd over seeds)", xlabel="method",
+           ylabel=plots.column_label(result.notes["long"], setup.pipe.finetune.l_train))
+    plots.axes_legend_outside(ax, "setting")
     save_figure(setup, result, fig, "fig_ablation_parts")
     return fig

@@ -42,7 +42,6 @@ def _with_intervals(ax, table, x, hue, **style):
         ax.errorbar(sub[x], sub["accuracy"], yerr=[sub["accuracy"] - sub["ci_low"],
                     sub["ci_high"] - sub["accuracy"]], marker="o", capsize=3, label=str(name),
                     **style)
-    ax.legend()
 
 
 def figure_by_length(setup: Setup, result: Result):
@@ -63,6 +62,7 @@ def figure_by_length(setup: Setup, result: Result):
                      f"{', '.join(result.metrics['scorer'])})")
         ax.minorticks_off()
     fig.tight_layout()
+    plots.figure_legend(fig, axes, "curve")
     save_figure(setup, result, fig, "fig_table6_babilong_by_length")
     return fig
 
@@ -75,5 +75,6 @@ def figure_by_depth(setup: Setup, result: Result):
                     "curve")
     ax.set(xlabel="depth of the facts (fraction of the context)", ylabel="accuracy (%)",
            title=analysis.babilong_axes(setup.pipe)["depth_title"])
+    plots.axes_legend_outside(ax, "curve")
     save_figure(setup, result, fig, "fig_table7_qa1_by_depth")
     return fig

@@ -95,6 +95,12 @@ def describe(setup: Setup, result: Result) -> str:
             f"window, longest multiple); excluded by the rule: {excluded}")
 
 
+def _score_label(score: str, l_train: int) -> str:
+    """The main score's axis label, on two lines (``score_beyond_4x``: -NLL beyond l_train in
+    the 4x windows, in tokens)."""
+    return plots.column_label(score, l_train).replace(", ", ",\n", 1)
+
+
 def figure_table1(setup: Setup, result: Result):
     """Table 1 as scatter plots: the score against each predictor, with its Pearson r."""
     table, rows = result.tables["units_primary"], result.tables["table1"]
@@ -104,11 +110,16 @@ def figure_table1(setup: Setup, result: Result):
     long = long.merge(table[["unit", main]], on="unit")
     g = plots.sns.lmplot(data=long, x="value", y=main, col="predictor", hue="kind",
                          facet_kws={"sharex": False}, height=3.4, aspect=1.1, fit_reg=False)
-    for ax, pred in zip(g.axes.flat, ["misalignment", "train_loss"]):
+    l_train = setup.pipe.finetune.l_train
+    for i, (ax, pred) in enumerate(zip(g.axes.flat, ["misalignment", "train_loss"])):
         plots.sns.regplot(data=table, x=pred, y=main, scatter=False, ax=ax, color="black",
                           line_kws={"lw": 1})
+        ax.set(xlabel=plots.column_label(pred).replace(" (", "\n("),
+               ylabel="" if i else _score_label(main, l_train))
         if (row := population.pearson(rows, pred, main)) is not None:
-            ax.set_title(f"{pred}: r = {population.r_text(row)}")
+            ax.set_title(f"{pred}\nPearson r = {population.r_text(row)}")
+    g.legend.set_title("model")
+    g.tight_layout()
     save_figure(setup, result, g.figure, "fig_table1_scatter")
     return g.figure
 
@@ -116,10 +127,14 @@ def figure_table1(setup: Setup, result: Result):
 def figure_parts(setup: Setup, result: Result):
     """Audit 1: the score against the metric's parts (alignment, sharpness) and the loss."""
     table, main = result.tables["units_primary"], result.metrics["main_score"]
-    fig, axes = plots.plt.subplots(1, 3, figsize=(10, 3.2))
+    fig, axes = plots.plt.subplots(1, 3, figsize=(11, 3.4), sharey=True)
     for ax, pred in zip(axes, ["jeffreys", "entropy", "train_loss"]):
         plots.sns.scatterplot(data=table, x=pred, y=main, hue="kind", ax=ax,
                               legend=ax is axes[0])
+        ax.set(xlabel=plots.column_label(pred).replace(", ", ",\n", 1), ylabel="")
+    axes[0].set_ylabel(_score_label(main, setup.pipe.finetune.l_train))  # shared by the row
+    fig.tight_layout()
+    plots.figure_legend(fig, axes, "model")
     save_figure(setup, result, fig, "fig_audit_parts")
     return fig
 
@@ -129,7 +144,8 @@ def figure_l2_sce(setup: Setup, result: Result):
     fig, ax = plots.plt.subplots(figsize=(4.5, 3.4))
     plots.sns.scatterplot(data=result.tables["units_primary"], x="l2", y="misalignment",
                           hue="kind", ax=ax)
-    ax.set(xlabel="L2 distance ||p - q||", ylabel="SCE (L_misalign)")
+    ax.set(xlabel="L2 distance ||p - q||", ylabel="SCE (L_misalign, nats)")
+    plots.axes_legend_outside(ax, "model")
     save_figure(setup, result, fig, "fig_audit_l2_sce")
     return fig
 
@@ -144,8 +160,9 @@ def figure_top1(setup: Setup, result: Result):
         ax.errorbar(sub["l_extra_mid"], sub["top1_changed"],
                     yerr=[sub["top1_changed"] - sub["low"], sub["high"] - sub["top1_changed"]],
                     marker="o", capsize=3, label=model)
-    ax.set(xlabel="l_extra (tokens cut)", ylabel="top-1 token changed",
-           title=f"cutting the context from l = {setup.pipe.finetune.l_train}", ylim=(0, 1))
-    ax.legend()
+    ax.set(xlabel="l_extra (tokens cut)", ylabel="fraction of positions whose\ntop-1 token changed",
+           title=f"cutting the context from l = {setup.pipe.finetune.l_train} tokens",
+           ylim=(0, 1))
+    plots.axes_legend_outside(ax, "model")
     save_figure(setup, result, fig, "fig_audit_top1")
     return fig

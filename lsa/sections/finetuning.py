@@ -41,13 +41,20 @@ def analyse(setup: Setup) -> Result:
 
 def figure_ppl_by_window(setup: Setup, result: Result):
     """Table 2 as a figure: perplexity by window, CE against CE + alpha * SCE, per method."""
-    runs = result.tables["runs"]
-    long = runs.melt(id_vars=["method", "loss", "seed"], value_vars=ppl_columns(runs),
+    runs, l_train = result.tables["runs"], setup.pipe.finetune.l_train
+    columns = sorted(ppl_columns(runs), key=lambda c: int(c[4:-1]))
+    ticks = dict(zip(columns, plots.window_ticks(columns, l_train)))
+    long = runs.melt(id_vars=["method", "loss", "seed"], value_vars=columns,
                      var_name="window", value_name="perplexity")
+    long["window"] = long["window"].map(ticks)
     g = plots.sns.catplot(data=long, x="window", y="perplexity", hue="loss", col="method",
-                          kind="point", errorbar="sd", dodge=0.2, height=3.2, aspect=0.8,
-                          sharey=False)
+                          kind="point", errorbar="sd", dodge=0.2, height=3.4, aspect=0.8,
+                          sharey=False, order=list(ticks.values()))
     g.set_titles("{col_name}")
+    for ax in g.axes.flat:  # each panel its own y scale, so each its own label
+        ax.set(xlabel="evaluation window", ylabel="perplexity (mean, sd over seeds)")
+    g.figure.suptitle(f"perplexity by window (l_train = {l_train} tokens)", y=1.02)
+    g.tight_layout()
     save_figure(setup, result, g.figure, "fig_table2_ppl_by_window")
     return g.figure
 
@@ -59,8 +66,14 @@ def figure_training_curves(setup: Setup, result: Result):
                      var_name="term", value_name="value").dropna()
     g = plots.sns.relplot(data=curve, x="step", y="value", hue="loss", col="method",
                           row="term", kind="line", errorbar="sd", height=2.6, aspect=1.1,
-                          facet_kws={"sharey": "row"})
-    g.set_titles("{row_name}: {col_name}")
+                          facet_kws={"sharey": "row"}, row_order=value_vars)
+    g.set_titles("{col_name}")
+    for row, term in zip(g.axes, value_vars):  # a row shares its y: labelled once
+        for ax in row:
+            ax.set_ylabel("")
+        row[0].set_ylabel(plots.column_label(term).replace(" (", "\n("))
+    g.set_xlabels("optimizer step")
+    g.tight_layout()
     save_figure(setup, result, g.figure, "fig_training_curves")
     return g.figure
 
@@ -69,7 +82,8 @@ def figure_misalignment(setup: Setup, result: Result):
     fig, ax = plots.plt.subplots(figsize=(6, 3.2))
     plots.sns.barplot(data=result.tables["runs"], x="method", y="misalignment", hue="loss",
                       errorbar="sd", ax=ax)
-    ax.set(ylabel="L_misalign (SCE, both contexts >= l/2)",
+    ax.set(ylabel="L_misalign (SCE, nats;\nboth contexts >= l/2)",
            title="long-short misalignment of the final models")
+    plots.axes_legend_outside(ax, "loss")
     save_figure(setup, result, fig, "fig_misalignment_by_method")
     return fig

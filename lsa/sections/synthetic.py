@@ -45,6 +45,7 @@ def figure_tasks(setup: Setup, result: Result):
         plots.loss_vs_length(ax, ident[ident["task"] == task], "encoding",
                              (cfg.train_min_len, cfg.train_max_len), title)
     fig.tight_layout()
+    plots.figure_legend(fig, axes[0], "positional encoding")
     save_figure(setup, result, fig, "fig1_tasks_by_encoding")
     return fig
 
@@ -62,5 +63,6 @@ def figure_outrep(setup: Setup, result: Result):
         plots.loss_vs_length(ax, sub, "transform", (cfg.train_min_len, cfg.train_max_len),
                              f"OutRep: {task} ({enc})")
     fig.tight_layout()
+    plots.figure_legend(fig, axes[0], "output transform")
     save_figure(setup, result, fig, "fig1c_outrep")
     return fig
