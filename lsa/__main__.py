@@ -160,17 +160,22 @@ def _place(args, run) -> int | None:
 
     from lsa import devices
 
+    if args.gpus is None:  # what the pipeline gives the job (workflow/settings.yaml)
+        from lsa.pipeline import workflow_settings
+
+        args.gpus = workflow_settings().run_job(run.profile, run).gpu
     worker = devices.is_launched_worker()
     if worker and int(os.environ[devices.LAUNCHED_ENV]) != run.processes:
         raise ConfigError(f"{run.describe()}: started with {os.environ[devices.LAUNCHED_ENV]} "
                           f"processes, its configuration says processes = {run.processes} (part "
                           "of its identity): set the run's `processes`, and let the job start "
                           "them (python -m lsa finetune --run NAME --gpus N)")
-    if args.gpus and run.processes > args.gpus:
+    if args.gpus and run.processes > args.gpus and devices.visible_gpus():
         raise ConfigError(f"{run.describe()}: {run.processes} processes need as many GPUs, "
                           f"the job has --gpus {args.gpus}")
-    if args.gpus and not worker and not devices.scheduler_pins_gpus():
-        args.gpu_claim = devices.claim_gpus(args.gpus)  # held until this process ends
+    if args.gpus and not worker and not devices.scheduler_pins_gpus() and \
+            devices.visible_gpus():  # none: a CPU machine, the job runs on the CPU
+        args.gpu_claim = devices.claim_gpus(args.gpus, wait_s=None)  # held until it ends
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(args.gpu_claim.devices)
         print(f"lsa: {run.describe()} on GPU {os.environ['CUDA_VISIBLE_DEVICES']}", flush=True)
     if run.processes > 1 and not worker:
@@ -280,9 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         _profile_options(p)
         p.add_argument("--no-progress", action="store_true")
         p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-        p.add_argument("--gpus", type=int, default=0,
-                       help="GPUs the job claims for itself (lsa.devices; the pipeline passes "
-                            "its gpu resource); 0: CUDA_VISIBLE_DEVICES as it is")
+        p.add_argument("--gpus", type=int, default=None,
+                       help="GPUs the job claims for itself among CUDA_VISIBLE_DEVICES "
+                            "(lsa.devices); default: its gpu resource in "
+                            "workflow/settings.yaml; 0: CUDA_VISIBLE_DEVICES as it is")
         if name != "pretrain":
             p.add_argument("--run", required=True,
                            help="a run name (python -m lsa config --runs shows them)")

@@ -2,10 +2,12 @@
 
 Snakemake counts GPUs (the ``gpu`` resource: at most ``--resources gpu=N`` at once) but does
 not say *which* device a job gets, so on one machine with several GPUs every job would take
-``cuda:0``. A run job (``python -m lsa finetune ... --gpus N``) therefore claims N devices
-itself before CUDA starts (``claim_gpus``): one lock file per device under ``LOCK_DIR``
-(``fcntl.flock``, taken without waiting on the first free ones), and sets
-``CUDA_VISIBLE_DEVICES`` to them. The locks are held for the job's life and released by the
+``cuda:0``. A run job therefore claims its GPUs itself before CUDA starts (``claim_gpus``): as
+many as its ``gpu`` resource in ``workflow/settings.yaml`` (``python -m lsa finetune ...
+--gpus N`` by hand; the rules' commands stay as they were, since a changed command reruns,
+i.e. retrains, every run), one lock file per device under ``LOCK_DIR`` (``fcntl.flock``, the
+first free ones), and sets ``CUDA_VISIBLE_DEVICES`` to them. With no GPU visible (a CPU
+machine) nothing is claimed. The locks are held for the job's life and released by the
 kernel when the process ends, however it ends: a killed job frees its GPU for the rerun.
 Under a scheduler (``SLURM_JOB_ID`` set) nothing is claimed: SLURM sets
 ``CUDA_VISIBLE_DEVICES`` to the job's own GPUs.
@@ -65,11 +67,12 @@ class GpuClaim:
         self._handles = []
 
 
-def claim_gpus(n: int, devices: list[str] | None = None, wait_s: float = 600.0,
+def claim_gpus(n: int, devices: list[str] | None = None, wait_s: float | None = 600.0,
                poll_s: float = 1.0) -> GpuClaim:
     """Lock ``n`` of ``devices`` (default ``visible_gpus()``), the first free ones; waits up
-    to ``wait_s`` for a device another job still holds (Snakemake's ``gpu`` count keeps that
-    short), then fails with a message naming the devices."""
+    to ``wait_s`` (None: as long as it takes) for a device another job still holds
+    (Snakemake's ``gpu`` count keeps that short when it knows the machine's GPUs), then fails
+    with a message naming the devices."""
     devices = visible_gpus() if devices is None else devices
     if n > len(devices):
         raise GpuClaimError(f"the job asks for {n} GPUs, {len(devices)} are visible "
@@ -77,7 +80,8 @@ def claim_gpus(n: int, devices: list[str] | None = None, wait_s: float = 600.0,
                             "or the run's processes")
     folder = lock_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + wait_s
+    deadline = None if wait_s is None else time.monotonic() + wait_s
+    told = False
     while True:
         held = []
         for device in devices:
@@ -92,9 +96,13 @@ def claim_gpus(n: int, devices: list[str] | None = None, wait_s: float = 600.0,
                 return GpuClaim([d for d, _ in held], [h for _, h in held])
         for _, handle in held:
             handle.close()
-        if time.monotonic() > deadline:
+        if deadline is not None and time.monotonic() > deadline:
             raise GpuClaimError(f"no {n} free GPUs among {','.join(devices)} after {wait_s:.0f}"
                                 f" s (locks in {folder}): another process holds them")
+        if not told:
+            print(f"lsa: waiting for {n} free GPUs among {','.join(devices)} (other jobs hold "
+                  "them; give Snakemake the machine's count: --resources gpu=N)", flush=True)
+            told = True
         time.sleep(poll_s)
 
 

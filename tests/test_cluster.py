@@ -74,11 +74,11 @@ def test_local_profile_gives_each_job_its_resources(profile, out_root):
     runs = {rule_name(r): r for r in runs_of(load_config(profile=profile))}
     gpus = {int(assigned[name]["gpu"]) for name in runs}
     assert gpus == ({0} if profile == "smoke" else {1})
-    # each run job claims as many devices of its own as it was given (lsa.devices)
-    for line in stdout.splitlines():
-        if " -m lsa " in line:
-            name = next(n for n, r in runs.items() if f"--expect-id {r.id} " in line)
-            assert f"--gpus {assigned[name]['gpu']} " in line
+    # the run jobs' commands are those finished runs were made by (a changed command would
+    # retrain them): the job takes its GPU count from settings.yaml itself (lsa.devices)
+    commands = [line for line in stdout.splitlines() if " -m lsa " in line]
+    assert len(commands) == len(runs) and not any(" --gpus" in line for line in commands)
+    assert all(line.endswith("--no-progress > " + line.split(" > ")[-1]) for line in commands)
     check_resources(dry_run("--profile", "profiles/local", "--config", f"profile={profile}"),
                     profile, gpu_limit=0)
 
@@ -192,6 +192,7 @@ def test_a_multi_process_job_claims_its_gpus_and_starts_accelerate(tmp_path, mon
                               no_progress=True)
     assert cli._place(args, job) == 0
     (cmd, visible), = started
+    assert not (tmp_path / "locks" / "gpu4.lock").exists()  # the first free ones
     assert visible == "0,1,2,3"
     assert cmd[1:4] == ["-m", "accelerate.commands.launch", "--config_file"]
     assert cmd[4] == str(ROOT / "workflow" / "accelerate" / "fsdp.yaml")
@@ -199,6 +200,15 @@ def test_a_multi_process_job_claims_its_gpus_and_starts_accelerate(tmp_path, mon
     assert cmd[cmd.index("-m", 4):][:4] == ["-m", "lsa", "finetune", "--config-file"]
     assert "--gpus" not in cmd and f"--expect-id={job.id}" not in cmd and job.id in cmd
     args.gpu_claim.release()
+    # by default the job claims what workflow/settings.yaml gives it: a GPU per process
+    args.gpus, started[:] = None, []
+    assert cli._place(args, job) == 0 and args.gpus == 4 and started[0][1] == "0,1,2,3"
+    args.gpu_claim.release()
+    # on a machine without GPUs nothing is claimed and the processes run on the CPU
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(devices, "visible_gpus", lambda env=None: [])
+    args.gpus, started[:] = None, []
+    assert cli._place(args, job) == 0 and started[0][1] == ""
     # a launched process whose count is not the run's fails before any compute
     monkeypatch.setenv(devices.LAUNCHED_ENV, "2")
     with pytest.raises(Exception, match="started with 2 processes"):

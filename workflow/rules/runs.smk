@@ -30,8 +30,8 @@ for _run in RUNS:
         conda:
             ENV
         shell:
-            # --gpus: the job claims that many devices of its own (lsa.devices) and, for a run
-            # of several processes, starts them through `accelerate launch`
+            # unchanged on purpose (a changed command reruns, i.e. retrains, every run): the
+            # job claims the GPUs its resources give it (lsa.devices; workflow/settings.yaml)
+            # and starts a run of several processes through `accelerate launch` itself
             f"{PYTHON} -m lsa {{params.command}} --config-file {{input.config:q}} "
-            "--expect-id {params.run_id} --threads {threads} --gpus {resources.gpu} "
-            "--no-progress > {log:q} 2>&1"
+            "--expect-id {params.run_id} --threads {threads} --no-progress > {log:q} 2>&1"
