@@ -30,6 +30,7 @@ $(TORCH_MARK): | $(BIN)/python
 # every other package at the version constraints.txt pins (the versions the published runs used)
 $(VENV)/.installed: pyproject.toml constraints.txt $(TORCH_MARK)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name lsa --display-name "Python (lsa)"
 	touch $@
 
 install: $(VENV)/.installed

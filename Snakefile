@@ -5,8 +5,9 @@
     snakemake --cores all --config profile=smoke seed=1   # or --configfile mine.yaml
 
 The merged configuration is validated by lsa/config.py before any rule runs and written,
-resolved, to results/<profile>/config.yaml: every job and notebook reads that file. Where jobs
-run and which modules are their inputs: workflow/settings.yaml.
+resolved, to results/<profile>/config.yaml by a rule (parsing writes nothing): every job and
+notebook reads that file. Where jobs run, with which resources, and which modules are their
+inputs: workflow/settings.yaml.
 """
 
 
@@ -14,9 +15,19 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/setup.smk"
 include: "workflow/rules/runs.smk"
 include: "workflow/rules/sections.smk"
 include: "workflow/rules/report.smk"
+
+
+# light jobs stay on the submitting host under a cluster executor: those whose resources say
+# `local` in workflow/settings.yaml (LOCAL_RULES: the bookkeeping rules, the report notebook)
+localrules:
+    all,
+
+
+workflow.localrules(*LOCAL_RULES)
 
 
 rule all:
@@ -24,4 +35,7 @@ rule all:
         [section_outputs(key)["metrics"] for key in PIPE.sections],
         [run_output(run) for run in RUNS],
         rules.report_figures.output,
+        # the stamps of the resolved files: a file from another configuration is rewritten
+        # (what the jobs read is the file itself, an ancient input: common.smk)
+        [resolved_stamp(path, text) for path, text in RESOLVED_TEXT.items()],
     default_target: True

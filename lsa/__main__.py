@@ -155,14 +155,65 @@ def job_run(args):
     return pipe, run
 
 
+def _job_argv(args) -> list[str]:
+    """The job's own arguments, for the processes ``accelerate launch`` starts."""
+    argv = [args.command]
+    for flag, value in (("--profile", args.profile), ("--config-file", args.config_file),
+                        ("--run", getattr(args, "run", None)), ("--expect-id", args.expect_id),
+                        ("--threads", args.threads)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv + (["--no-progress"] if args.no_progress else [])
+
+
+def _place(args, run) -> int | None:
+    """Pin the job to GPUs of its own (``--gpus N``: ``lsa.devices``) and start a run of
+    several processes through ``accelerate launch``; returns that launch's exit status, or
+    None when this process runs the job itself."""
+    import os
+    import subprocess
+
+    from lsa import devices
+
+    if args.gpus is None:  # what the pipeline gives the job (workflow/settings.yaml)
+        from lsa.pipeline import workflow_settings
+
+        args.gpus = workflow_settings().run_job(run.profile, run).gpu
+    worker = devices.is_launched_worker()
+    if worker and int(os.environ[devices.LAUNCHED_ENV]) != run.processes:
+        raise ConfigError(f"{run.describe()}: started with {os.environ[devices.LAUNCHED_ENV]} "
+                          f"processes, its configuration says processes = {run.processes} (part "
+                          "of its identity): set the run's `processes`, and let the job start "
+                          "them (python -m lsa finetune --run NAME --gpus N)")
+    if args.gpus and run.processes > args.gpus and devices.visible_gpus():
+        raise ConfigError(f"{run.describe()}: {run.processes} processes need as many GPUs, "
+                          f"the job has --gpus {args.gpus}")
+    if args.gpus and not worker and not devices.scheduler_pins_gpus() and \
+            devices.visible_gpus():  # none: a CPU machine, the job runs on the CPU
+        args.gpu_claim = devices.claim_gpus(args.gpus, wait_s=None)  # held until it ends
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(args.gpu_claim.devices)
+        print(f"lsa: {run.describe()} on GPU {os.environ['CUDA_VISIBLE_DEVICES']}", flush=True)
+    if run.processes > 1 and not worker:
+        cmd = devices.accelerate_command(run.processes, _job_argv(args))
+        print("lsa:", " ".join(cmd), flush=True)
+        return subprocess.run(cmd).returncode
+    return None
+
+
 def _job(args) -> int:
     """One run of the kind named by the subcommand (pretrain, finetune, babilong,
     babilong-eval, probe or longbench)."""
     pipe, run = job_run(args)
+    launched = _place(args, run)
+    if launched is not None:
+        return launched
+    from lsa.devices import main_process_writes, per_process_pipe
     from lsa.jobs import run_job
 
     _set_threads(args)
-    print(run_job(pipe, run, progress=not args.no_progress))
+    with main_process_writes(run):  # one process of several: lsa.devices
+        folder = run_job(per_process_pipe(pipe, run), run, progress=not args.no_progress)
+    print(folder)
     return 0
 
 
@@ -253,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         _profile_options(p)
         p.add_argument("--no-progress", action="store_true")
         p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+        p.add_argument("--gpus", type=int, default=None,
+                       help="GPUs the job claims for itself among CUDA_VISIBLE_DEVICES "
+                            "(lsa.devices); default: its gpu resource in "
+                            "workflow/settings.yaml; 0: CUDA_VISIBLE_DEVICES as it is")
         if name != "pretrain":
             p.add_argument("--run", required=True,
                            help="a run name (python -m lsa config --runs shows them)")

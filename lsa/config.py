@@ -220,6 +220,11 @@ class RunConfig(StrictConfig):
     base_seed: int | None = setting(
         None, ge=0, help="pretraining seed of the base model it starts from; null: the "
                          "pipeline's base model (ablation.base_seeds: further base models)")
+    processes: int | None = setting(
+        None, ge=1, help="training processes, one GPU each (accelerate launch --num_processes, "
+                         "workflow/accelerate/fsdp.yaml); optim.grad_accum counts the "
+                         "micro-batches of all of them, so the global batch stays the same; "
+                         "null: 1")
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.name):
@@ -297,6 +302,11 @@ class FinetuneConfig(StrictConfig):
                         f"(longqlora) needs l_train to be a multiple of an even group of "
                         f"l_train * s2_group_ratio ({self.s2_group_ratio}) tokens")
         for run in self.runs:
+            if run.processes and self.optim.grad_accum % run.processes:
+                self._fail("runs", f"run {run.name}: processes = {run.processes} must divide "
+                                   f"optim.grad_accum ({self.optim.grad_accum}): each process "
+                                   "does grad_accum / processes micro-batches, so the global "
+                                   "batch stays the same")
             if run.l_extra_setting == 3 and self.l_train_of(run) < 4:
                 self._fail("runs", f"run {run.name}: l_extra setting 3 needs l_train >= 4")
 

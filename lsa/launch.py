@@ -12,7 +12,10 @@ with the incomplete files until ``--rerun-incomplete``. ``run_pipeline`` does bo
   what to run once no other Snakemake is running;
 - Snakemake runs with ``--rerun-incomplete``, so the jobs the kill cut are made again (a run
   restarts from its checkpoint, or from its start; a half-written file is never taken as
-  done: ``lsa.runs``).
+  done: ``lsa.runs``);
+- a run marked finished whose files no longer verify (a file cut or damaged after its job
+  ended) loses its marker first, so that Snakemake makes it again (``unmark_broken``; the
+  Snakefile itself writes nothing while it is parsed).
 """
 
 from __future__ import annotations
@@ -71,13 +74,63 @@ def unlock_if_stale(root: Path = paths.ROOT, snakemake: list[str] | None = None)
             "alive here): an earlier run was interrupted; its cut jobs are made again")
 
 
+def pipeline_configs(profile: str, config: list[str] | None = None,
+                     extra: list[str] | None = None) -> list:
+    """The configurations a Snakemake invocation will plan with: ``config/config.yaml``, the
+    ``--configfile`` files among ``extra``, the ``KEY=VALUE`` values of ``config`` (YAML, as
+    Snakemake reads them) and ``profile``; and, for a profile whose runs lie in another's
+    folder (``lsa.runs.SHARED_RUNS``), that profile's too."""
+    import yaml
+
+    from lsa.config import from_mapping, read_yaml
+    from lsa.runs import SHARED_RUNS
+    from lsa.strict import merge
+
+    raw = read_yaml(paths.CONFIG_FILE)
+    extra = list(extra or [])
+    for i, word in enumerate(extra):
+        if word in ("--configfile", "--configfiles"):
+            for name in extra[i + 1:]:
+                if name.startswith("-"):
+                    break
+                raw = merge(raw, read_yaml(Path(name)))
+    for item in config or []:
+        key, _, value = item.partition("=")
+        raw[key] = yaml.safe_load(value)
+    pipes = [from_mapping(raw, profile=profile)]
+    if profile in SHARED_RUNS:
+        pipes.append(from_mapping(raw, profile=SHARED_RUNS[profile]))
+    return pipes
+
+
+def unmark_broken(profile: str, config: list[str] | None = None,
+                  extra: list[str] | None = None) -> list[str]:
+    """Before Snakemake plans: take the finished marker away from every run of the invocation
+    whose files no longer verify (``lsa.pipeline.unmark_broken_runs``), so that it is made
+    again; returns what was done, one line a run."""
+    from lsa.pipeline import unmark_broken_runs
+    from lsa.runs import runs_of
+
+    notes = []
+    for pipe in pipeline_configs(profile, config, extra):
+        for run, problems in unmark_broken_runs(runs_of(pipe)):
+            notes.append(f"{run.describe()} ({run.id}) will be made again, its files do not "
+                         "verify: " + "; ".join(problems))
+    return notes
+
+
 def run_pipeline(profile: str, cores: str = "all", config: list[str] | None = None,
                  extra: list[str] | None = None, root: Path = paths.ROOT) -> int:
     """``snakemake --cores CORES --rerun-incomplete [EXTRA] --config profile=PROFILE
-    [CONFIG]`` after removing a stale lock; returns Snakemake's exit status."""
+    [CONFIG]`` after removing a stale lock and unmarking the finished runs whose files no
+    longer verify (``unmark_broken``: parsing the workflow changes no file, so this is done
+    here); returns Snakemake's exit status."""
     note = unlock_if_stale(root)
     if note:
         print(f"lsa pipeline: {note}", flush=True)
+    if "-n" not in (extra or []) and "--dry-run" not in (extra or []):
+        for line in unmark_broken(profile, config, extra):
+            print(f"lsa pipeline: {line}", flush=True)
     cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--rerun-incomplete",
            *(extra or []), "--config", f"profile={profile}", *(config or [])]
     print("lsa pipeline:", " ".join(cmd[1:]), flush=True)

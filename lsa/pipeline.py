@@ -1,14 +1,17 @@
 """The pipeline around the library (no torch): the one resolved configuration file, what each
 notebook receives, the Snakemake-only settings, and checks on what a pipeline run wrote.
 
-- ``write_resolved``: the Snakefile validates Snakemake's merged ``config`` once
-  (``lsa.config.from_mapping``) and writes it, resolved, to ``results/<profile>/config.yaml``
-  (only when its content changes, so timestamps stay stable); every job
-  (``--config-file``) and notebook (``config_file``) of the pipeline reads that file;
+- ``resolved_text``: the Snakefile validates Snakemake's merged ``config`` once
+  (``lsa.config.from_mapping``) and its rule ``resolved_config`` writes it, resolved, to
+  ``resolved_file``, ``results/<profile>/config.yaml`` (only when its content changes, so
+  timestamps stay stable; parsing the workflow writes nothing); every job (``--config-file``)
+  and notebook (``config_file``) of the pipeline reads that file (``write_resolved`` writes it
+  outside Snakemake: tests);
 - ``notebook_parameters``: what papermill passes to a section's notebook (its settings,
   ``section_settings``, it reads from the resolved file);
-- ``workflow_settings``: ``workflow/settings.yaml``: threads, memory and GPUs of each job, and
-  the lsa modules that are each job's inputs;
+- ``workflow_settings``: ``workflow/settings.yaml``: threads, host memory, GPUs, runtime and
+  SLURM partition of each job, which jobs stay on the submitting host, and the lsa modules
+  that are each job's inputs;
 - ``check_outputs``: ``python -m lsa check`` and the tests.
 """
 
@@ -106,8 +109,40 @@ class Resources(StrictConfig):
     """What one job asks the scheduler for."""
 
     threads: int = setting(1, ge=1, help="CPU threads (torch intra-op threads of a run job)")
-    mem_mb: int = setting(4000, ge=100, help="memory, MB")
+    mem_mb: int = setting(4000, ge=100, help="host memory, MB")
     gpu: int = setting(0, ge=0, help="GPUs")
+    runtime: int = setting(240, ge=1, help="wall-time limit, minutes (SLURM --time)")
+    partition: str | None = setting(
+        None, help="SLURM partition; null: `partitions.gpu` for a job with gpu > 0, else "
+                   "`partitions.cpu`")
+    local: bool = setting(False, help="a light job: run on the submitting host, not sent to "
+                                      "the cluster (Snakemake's localrules)")
+
+
+@dataclass
+class Partitions(StrictConfig):
+    """The SLURM partitions of jobs without and with GPUs (adapt to your site)."""
+
+    cpu: str = setting("cpu", help="partition of jobs with gpu = 0")
+    gpu: str = setting("gpu", help="partition of jobs with gpu > 0")
+
+
+@dataclass(frozen=True)
+class JobResources:
+    """A job's resources as the rules declare them (Snakemake's names: ``slurm_partition``
+    is the SLURM executor plugin's)."""
+
+    threads: int
+    mem_mb: int
+    gpu: int
+    runtime: int
+    slurm_partition: str
+    local: bool
+
+    def snakemake(self) -> dict[str, Any]:
+        """The rule's ``resources:`` (threads are its ``threads:``)."""
+        return {"mem_mb": self.mem_mb, "gpu": self.gpu, "runtime": self.runtime,
+                "slurm_partition": self.slurm_partition}
 
 
 @dataclass
@@ -116,13 +151,17 @@ class WorkflowSettings(StrictConfig):
 
     run_modules: dict[str, list[str]] = setting(
         help="per kind of run: the lsa modules that determine its numbers (its inputs)")
-    run_resources: dict[str, dict[str, dict[str, int]]] = setting(
+    run_resources: dict[str, dict[str, dict[str, Any]]] = setting(
         help="per kind of run: resources (Resources' keys) under `default`, overridden key by "
              "key per lsa profile")
-    sections: dict[str, dict[str, int]] = setting(
+    sections: dict[str, dict[str, Any]] = setting(
         help="per section notebook: resources (Resources' keys) under `default`, overridden "
              "key by key per section (its module inputs are what it imports: "
              "lsa.imports.notebook_inputs)")
+    partitions: Partitions = setting(factory=Partitions, help="SLURM partitions (cpu, gpu)")
+    light: Resources = setting(factory=lambda: Resources(local=True),
+                               help="the bookkeeping jobs (resolved configuration, kernel, "
+                                    "report figures)")
 
     def validate(self) -> None:
         missing = sorted(set(KINDS) - set(self.run_modules))
@@ -156,6 +195,46 @@ class WorkflowSettings(StrictConfig):
         return Resources.from_dict(merge(self.sections.get("default") or {},
                                          self.sections.get(key) or {}), prefix=f"sections.{key}")
 
+    def job(self, res: Resources, processes: int = 1, what: str = "job") -> JobResources:
+        """What a job declares: its partition chosen by its GPUs, and one GPU per process for
+        a run of several processes (``lsa.devices``)."""
+        gpu = res.gpu
+        if processes > 1:
+            if gpu not in (0, 1, processes):
+                raise ConfigError(f"{what}: {processes} processes, one GPU each, but its "
+                                  f"resources say gpu = {gpu}")
+            gpu = processes
+        partition = res.partition or (self.partitions.gpu if gpu else self.partitions.cpu)
+        return JobResources(res.threads, res.mem_mb, gpu, res.runtime, partition, res.local)
+
+    def run_job(self, profile: str, run) -> JobResources:
+        """A run job's resources (``lsa.runs.Run``: its kind and process count)."""
+        return self.job(self.resources(profile, run.kind), run.processes, run.describe())
+
+    def section_job(self, key: str) -> JobResources:
+        return self.job(self.section(key), what=f"section {key}")
+
+
+def rule_name(run) -> str:
+    """The Snakemake rule of a run's job (``lsa.runs.Run``)."""
+    if run.kind == "base":
+        return run.job
+    return run.kind.replace("-", "_") + "_" + "".join(c if c.isalnum() else "_" for c in run.name)
+
+
+LIGHT_RULES = ("resolved_config", "resolved_config_shared", "jupyter_kernel", "report_figures")
+
+
+def planned_resources(pipe: PipelineConfig, settings: WorkflowSettings | None = None
+                      ) -> dict[str, JobResources]:
+    """Every rule of a profile's workflow and the resources it declares (tests compare them
+    with what Snakemake assigns)."""
+    settings = settings or workflow_settings()
+    out = {rule_name(run): settings.run_job(pipe.profile, run) for run in runs_of(pipe)}
+    out.update({f"section_{key}": settings.section_job(key) for key in pipe.sections})
+    out.update({name: settings.job(settings.light) for name in LIGHT_RULES})
+    return out
+
 
 def workflow_settings(path: Path | None = None) -> WorkflowSettings:
     """``workflow/settings.yaml``, validated."""
@@ -171,7 +250,8 @@ def unmark_broken_runs(runs) -> list[tuple[Any, list[str]]]:
     """Take the finished marker away from every marked run whose files do not verify
     (``lsa.runs.output_problems``: a file cut or damaged after the job ended), so that Snakemake
     makes the run again instead of reading broken files; returns those runs and their
-    problems. The Snakefile calls it before it plans."""
+    problems. ``python -m lsa pipeline`` calls it before Snakemake plans
+    (``lsa.launch.unmark_broken``)."""
     broken = []
     for run in runs:
         if run.finished:

@@ -23,8 +23,8 @@ configure alike are made once):
 - ``metrics.json`` (evaluations) and ``run_info.json`` (provenance);
 - ``train_summary.json``, written last (``FINISHED``) once the files above verify
   (``output_problems``): a folder with it is finished and reused; anything else is
-  (re)started. The pipeline takes the marker away from a run whose files no longer verify
-  (``lsa.pipeline.unmark_broken_runs``), so that run is made again.
+  (re)started. ``python -m lsa pipeline`` takes the marker away from a run whose files no
+  longer verify (``lsa.pipeline.unmark_broken_runs``), so that run is made again.
 """
 
 from __future__ import annotations
@@ -218,6 +218,13 @@ class Run:
             return ["pretrain"] if self.name == "base" else ["pretrain", "--run", self.name]
         return [self.kind, "--run", self.name]
 
+    @property
+    def processes(self) -> int:
+        """Training processes of the run's job (``accelerate launch``): its spec's, else 1."""
+        if self.kind == "finetune" and self.spec is not None:
+            return self.spec.processes or 1
+        return 1
+
     def describe(self) -> str:
         if self.kind == "base":
             return "the base model" if self.name == "base" else f"base model {self.name}"
@@ -289,10 +296,14 @@ def finetune_identity(pipe: PipelineConfig, base: Run, spec: RunConfig) -> dict[
 
 def _spec_identity(spec: RunConfig) -> dict[str, Any]:
     """A run's settings as its identity holds them: ``base_seed`` only where it is set (the
-    base's id is in the identity already; runs from the pipeline's base keep their ids)."""
+    base's id is in the identity already; runs from the pipeline's base keep their ids) and
+    ``processes`` only above 1 (the data each process draws depends on it,
+    ``lsa.train.step_batch``; single-process runs keep their ids)."""
     out = spec.to_dict()
     if out.get("base_seed") is None:
         out.pop("base_seed", None)
+    if (out.get("processes") or 1) == 1:  # one process: the ids runs had before the key
+        out.pop("processes", None)
     return out
 
 

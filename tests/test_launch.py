@@ -100,3 +100,31 @@ def test_a_live_snakemake_in_the_folder_is_seen(tmp_path):
         assert launch.snakemake_alive(tmp_path / "..") is False
     finally:
         proc.kill()
+
+
+def test_the_pipeline_unmarks_broken_runs_of_the_invocation_before_snakemake_plans(out_root,
+                                                                                  tmp_path):
+    """A finished run whose files no longer verify loses its marker in `python -m lsa
+    pipeline` (the Snakefile writes nothing while parsed): the runs of the configuration the
+    invocation plans with (--config values, --configfile files, mini's shared runs)."""
+    from lsa.config import load_config
+    from lsa.runs import FINISHED, runs_of
+
+    def broken(pipe):
+        run = runs_of(pipe).base
+        run.folder.mkdir(parents=True)
+        (run.folder / FINISHED).write_text("{}")
+        (run.folder / "metrics.json").write_text('{"cut')
+        return run
+
+    seeded = broken(load_config(profile="smoke", overrides={"seed": 1}))
+    assert launch.unmark_broken("smoke") == [] and seeded.finished  # another configuration's
+    (note,) = launch.unmark_broken("smoke", ["seed=1"])
+    assert seeded.id in note and "metrics.json unreadable" in note and not seeded.finished
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("seed: 2\n")
+    other = broken(load_config(profile="smoke", overrides={"seed": 2}))
+    (note,) = launch.unmark_broken("smoke", extra=["--configfile", str(mine)])
+    assert other.id in note and not other.finished
+    shared = broken(load_config(profile="mini"))
+    assert [shared.id in n for n in launch.unmark_broken("mini-full")] == [True]

@@ -89,7 +89,8 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
     pi = runs.get("finetune", "pi_a0.1_s0")
     assert pi.needs == (runs.base,) and pi.spec.alpha == 0.1 and pi.spec.method == "pi"
     assert pi.identity["base"] == runs.base.id
-    assert pi.identity["run"] == {k: v for k, v in pi.spec.to_dict().items() if k != "base_seed"}
+    assert pi.identity["run"] == {k: v for k, v in pi.spec.to_dict().items()
+                                  if k not in ("base_seed", "processes")}  # unset: not there
     assert pi.folder == out_root / "results" / "smoke" / "runs" / pi.id
     assert pi.command == ["finetune", "--run", "pi_a0.1_s0"] and runs.base.command == ["pretrain"]
     assert pi.job == "finetune_pi_a0.1_s0" and runs.base.job == "base_model"

@@ -2,6 +2,7 @@
 resolved configuration every job and notebook reads."""
 
 import argparse
+import re
 import shlex
 
 import pytest
@@ -68,12 +69,21 @@ def check_plan(stdout: str, seed: int) -> dict[str, str]:
     return ids
 
 
+def resolve(*config: str) -> None:
+    """Run rule resolved_config (a dry run writes nothing)."""
+    out = run([tool("snakemake"), "--cores", "1", *config, "--", "resolved_config"])
+    assert out.returncode == 0, out.stderr + out.stdout
+
+
 def test_config_values_reach_every_job_through_the_resolved_file(out_root):
-    """`snakemake --config profile=smoke seed=1`: the Snakefile writes the resolved file, each
-    job reads it and computes the folder the Snakefile expects (not config/config.yaml's)."""
+    """`snakemake --config profile=smoke seed=1`: rule resolved_config writes the resolved
+    file, each job reads it and computes the folder the Snakefile expects (not
+    config/config.yaml's)."""
     out = run([tool("snakemake"), "-n", "-p", "--forceall", "--config", "profile=smoke",
                "seed=1"])
     assert out.returncode == 0, out.stderr + out.stdout
+    assert not resolved_file("smoke").exists()  # planned, not written
+    resolve("--config", "profile=smoke", "seed=1")
     resolved = yaml.safe_load(resolved_file("smoke").read_text())
     assert resolved["seed"] == 1 and resolved["pretrain"]["seed"] == 1
     seeded = check_plan(out.stdout, seed=1)
@@ -98,6 +108,7 @@ def test_a_user_configfile_reaches_every_job(out_root, tmp_path):
                     "      finetune_runs: [pi_a0_s0, pi_a0.3_s0]\n")
     out = run([tool("snakemake"), "-n", "-p", "--forceall", "--configfile", str(mine)])
     assert out.returncode == 0, out.stderr + out.stdout
+    resolve("--configfile", str(mine))
     ids = check_plan(out.stdout, seed=1)
     grid = {"finetune run pi_a0_s0", "finetune run pi_a0.3_s0"}
     specs = ablation_specs(load_config(profile="smoke").ablation)
@@ -107,6 +118,46 @@ def test_a_user_configfile_reaches_every_job(out_root, tmp_path):
     assert {k for k in ids if k.startswith("longbench")} == {"longbench run pi_a0_s0",
                                                              "longbench run pi_a0.3_s0"}
     assert load_config(resolved_file("smoke")).finetune.alphas == [0.0, 0.3]
+
+
+def snapshot(folder):
+    """Every file under ``folder``: its bytes and modification time."""
+    return {p.relative_to(folder): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_dry_run_leaves_the_results_folder_as_it_was(out_root):
+    """Parsing the workflow writes nothing: with an outdated resolved file and a finished run
+    whose files no longer verify (both fixed by a real run: rule resolved_config and
+    `python -m lsa pipeline`), dry runs of smoke and mini-full (which also plans mini's
+    resolved file) leave every file, and its timestamp, as it was."""
+    from lsa.runs import FINISHED
+
+    pipe = load_config(profile="smoke")
+    write_resolved(load_config(profile="smoke", overrides={"seed": 5}))
+    base = runs_of(pipe).base
+    base.folder.mkdir(parents=True)
+    (base.folder / FINISHED).write_text("{}")
+    (base.folder / "metrics.json").write_text('{"cut')
+    before = snapshot(out_root)
+    for profile in ("smoke", "mini-full"):
+        out = run([tool("snakemake"), "-n", "--config", f"profile={profile}"])
+        assert out.returncode == 0, out.stderr + out.stdout
+        # the default target asks for the resolved file's stamp: a file from another
+        # configuration (or written before the rule existed) is rewritten
+        assert re.search(r"^resolved_config\s+1$", out.stdout, re.M), out.stdout[-2000:]
+    assert snapshot(out_root) == before
+    assert not (out_root / "results" / "mini-full").exists()
+    # the real thing: the resolved file is rewritten by its rule, and only when it changes
+    resolve("--config", "profile=smoke")
+    assert load_config(resolved_file("smoke")) == pipe
+    stamp = resolved_file("smoke").stat().st_mtime_ns
+    resolve("--config", "profile=smoke")
+    assert resolved_file("smoke").stat().st_mtime_ns == stamp
+    resolve("--config", "profile=smoke", "seed=1")  # and back: each time the file it should be
+    resolve("--config", "profile=smoke")
+    assert load_config(resolved_file("smoke")) == pipe
+    assert len(list((resolved_file("smoke").parent / ".resolved").iterdir())) == 1
 
 
 def test_the_resolved_file_round_trips_and_is_rewritten_only_when_it_changes(out_root):

@@ -17,8 +17,10 @@ rule report_figures:
         figures=rel(paths.figures_dir(PROFILE)),
     log:
         f"logs/{PROFILE}/report_figures.log",
-    threads: 1
+    threads: LIGHT.threads
+    resources:
+        **job_resources(LIGHT),
     conda:
-        "../../environment.yml"
+        ENV
     shell:
         "(mkdir -p {output:q} && cp {params.figures:q}/*.png {output:q}/) > {log:q} 2>&1"

@@ -2,10 +2,11 @@
 # (finetune), each BABILong run of the train design (babilong) and each evaluation of the
 # evaluate design (babilong-eval). A run's folder is named by a digest of its configuration, so a
 # changed configuration is a new run and a finished one is reused. Its inputs are the lsa modules
-# that determine its numbers (workflow/settings.yaml) and the folders of the runs it reads.
+# that determine its numbers (workflow/settings.yaml) and the folders of the runs it reads; its
+# resources (threads, host memory, GPUs, runtime, SLURM partition) come from the same file.
 
 for _run in RUNS:
-    _resources = SETTINGS.resources(PROFILE, _run.kind)
+    _resources = SETTINGS.run_job(PROFILE, _run)
 
     rule:
         name:
@@ -27,10 +28,12 @@ for _run in RUNS:
         # a base model is the job its profile's runs wait for: started first (settings.yaml)
         priority: 1 if _run.kind == "base" else 0
         resources:
-            mem_mb=_resources.mem_mb,
-            gpu=_resources.gpu,
+            **job_resources(_resources),
         conda:
-            "../../environment.yml"
+            ENV
         shell:
+            # unchanged on purpose (a changed command reruns, i.e. retrains, every run): the
+            # job claims the GPUs its resources give it (lsa.devices; workflow/settings.yaml)
+            # and starts a run of several processes through `accelerate launch` itself
             f"{PYTHON} -m lsa {{params.command}} --config-file {{input.config:q}} "
             "--expect-id {params.run_id} --threads {threads} --no-progress > {log:q} 2>&1"

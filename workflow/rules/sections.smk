@@ -5,7 +5,9 @@
 # (run_ids): it fails when they disagree instead of training inside its own job.
 
 for _key, _spec in PIPE.sections.items():
-    _job = SETTINGS.section(_key)
+    _job = SETTINGS.section_job(_key)
+    if _job.local:
+        LOCAL_RULES.append(f"section_{_key}")
 
     rule:
         name:
@@ -14,6 +16,7 @@ for _key, _spec in PIPE.sections.items():
             notebook=f"notebooks/{_spec.notebook}",
             modules=modules(notebook_inputs(paths.NOTEBOOKS / _spec.notebook)),
             config=ancient(RESOLVED),
+            kernel=ancient(KERNEL_SPEC),
             needs=[section_outputs(need)["metrics"] for need in _spec.needs],
             runs=[run_output(run) for run in RUNS.used_by(_spec.uses_runs)],
         output:
@@ -25,16 +28,16 @@ for _key, _spec in PIPE.sections.items():
             # changed setting reruns the notebook
             settings=section_settings(PIPE, _key),
         conda:
-            "../../environment.yml"
+            ENV
         log:
             f"logs/{PROFILE}/{_key}.log",
         benchmark:
             f"logs/{PROFILE}/benchmarks/section_{_key}.tsv"
         threads: _job.threads
         resources:
-            mem_mb=_job.mem_mb,
-            gpu=_job.gpu,
+            **job_resources(_job),
         shell:
-            f"{PYTHON} -m papermill {{input.notebook:q}} {{output.notebook:q}} -k python3 "
+            f"JUPYTER_PATH={KERNEL_DIR}/share/jupyter "
+            f"{PYTHON} -m papermill {{input.notebook:q}} {{output.notebook:q}} -k {KERNEL} "
             "--no-progress-bar "
             "--log-output -y {params.yaml:q} > {log:q} 2>&1"
