@@ -249,6 +249,7 @@ def test_each_job_claims_gpus_of_its_own_until_it_ends(tmp_path, monkeypatch):
     assert not devices.scheduler_pins_gpus({})
 
 
+@pytest.mark.slow  # several processes or dry runs: make test, not make check
 def test_the_fsdp_config_shards_a_llama_over_two_processes(tmp_path):
     """workflow/accelerate/fsdp.yaml, launched as a multi-process run is (two gloo processes
     on the CPU, a tiny Llama): every decoder layer is a shard unit, each process holds half of
@@ -316,6 +317,7 @@ def test_notebooks_run_in_the_workflow_kernel(out_root):
     assert spec["display_name"] == "Python (lsa)"
 
 
+@pytest.mark.slow  # several processes or dry runs: make test, not make check
 def test_a_two_process_finetune_job_runs_through_accelerate_on_the_cpu(out_root, tmp_path):
     """`python -m lsa finetune` of a run with `processes: 2` on the CPU: the job starts two
     gloo processes through `accelerate launch` (workflow/accelerate/fsdp.yaml; without a GPU

@@ -60,9 +60,11 @@ def outputs(profile="smoke"):
 
 def start(env):
     """`python -m lsa pipeline` as the leader of a new process group (LSA_FAULT_GROUP), with
-    the environment's bin folder off PATH (not activated)."""
+    the environment's bin folder off PATH (not activated). One job at a time: with two at once
+    (1-thread jobs, workflow/settings.yaml) a kill would also cut the job beside it at a point
+    the test does not choose, and where each run resumes from would depend on the timing."""
     script = (f'export {faults.GROUP_ENV}=$$; exec "$0" -m lsa pipeline --profile smoke '
-              "--cores all")
+              "--cores 1")
     return subprocess.run(["bash", "-c", script, sys.executable], cwd=ROOT, env=env,
                           capture_output=True, text=True, start_new_session=True)
 

@@ -106,6 +106,7 @@ def test_logged_lr_is_the_schedule_of_each_step(stream, tmp_path):
         [cfg.lr * fn(step) for step in range(6)])
 
 
+@pytest.mark.slow  # several processes or dry runs: make test, not make check
 def test_two_processes_step_the_schedule_once_per_optimizer_step(tmp_path):
     """``accelerate launch`` with two CPU processes: one log line per step, written once, with
     the single-process schedule; both processes end with the same weights and draw the same

@@ -126,6 +126,7 @@ def snapshot(folder):
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow  # several processes or dry runs: make test, not make check
 def test_a_dry_run_leaves_the_results_folder_as_it_was(out_root):
     """Parsing the workflow writes nothing: with an outdated resolved file and a finished run
     whose files no longer verify (both fixed by a real run: rule resolved_config and
