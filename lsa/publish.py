@@ -9,8 +9,8 @@
   cells' timing metadata dropped, so that a republished snapshot differs only where it does);
 - ``gates.json``: the premise gates of the run (``lsa.gates``);
 - ``STAMP.md`` and ``stamp.json``: the commit, date, machine, package versions and wall time of
-  the run the files come from, its makespan beside the floor (the jobs' CPU time over the
-  cores), and where its time went (``lsa.timings``);
+  the run the files come from, its makespan beside the floor (the core time the jobs held
+  over the cores), and where its time went (``lsa.timings``);
 - ``RESULTS.md``: the results page, generated from the files above (``results_markdown``):
   the premise gates, the counts (the paper's claims apart from the project's controls), every
   claim with its numbers and verdict, and what moved since the snapshot it replaces.
@@ -129,6 +129,7 @@ def _copy_notebook(notebook: Path, out: Path) -> None:
 def _stamp_markdown(stamp: dict[str, Any], profile: str, run_ids: set[str] | None = None
                     ) -> str:
     rep, mach, packages = stamp["reproduce"], stamp["machine"], stamp.get("packages") or {}
+    bound = timings.floor(profile, rep.get("cores"))
     lines = [f"# Published results: profile `{profile}`", "",
              f"- commit: `{stamp['commit']}`",
              f"- run finished: {rep.get('finished_utc')}; published {stamp['published_utc']}",
@@ -136,9 +137,9 @@ def _stamp_markdown(stamp: dict[str, Any], profile: str, run_ids: set[str] | Non
              f"{mach.get('memory_gib', '?')} GiB, CUDA: {mach.get('cuda')}",
              f"- `make reproduce` wall time (the makespan): {rep['wall_s'] / 60:.1f} min "
              f"({rep.get('cores', '?')} cores)"
-             + (f"; floor {rep['floor_s'] / 60:.1f} min (the jobs' CPU time over the cores), "
-                f"makespan / floor {rep['wall_s'] / rep['floor_s']:.2f}"
-                if rep.get("floor_s") else "")
+             + (f"; floor {bound['floor_s'] / 60:.1f} min (the core time the jobs held over "
+                f"the cores), makespan / floor {rep['wall_s'] / bound['floor_s']:.2f}"
+                if bound else "")
              + (f"; {rep['note']}" if rep.get("note") else ""), "",
              "## Environment", "",
              f"Python {mach.get('python', '?')}; "

@@ -71,20 +71,25 @@ def test_reproduce_is_recorded_only_when_jobs_ran(out_root):
     timings.record_reproduce("smoke", started - 30, "2")
     rec = files.read_json(timings.reproduce_file("smoke"))
     assert rec["jobs_run"] == 1 and rec["cores"] == "2" and rec["wall_s"] >= 30
-    # the floor: the CPU seconds of the jobs' benchmark files (60 + 90) over the cores
-    assert rec["jobs_cpu_s"] == 150 and rec["floor_s"] == 75
+    # the floor: the core time the jobs held, base_model 60 s x 2 threads + 90 s x 1 (the
+    # thread counts of workflow/settings.yaml), over the cores
+    assert rec["jobs_core_s"] == 210 and rec["floor_s"] == 105
     assert rec["packages"]["torch"] == files.installed_versions()["torch"]
 
 
-def test_floor_is_the_jobs_cpu_time_over_the_cores(out_root):
+def test_floor_is_the_core_time_the_jobs_held_over_the_cores(out_root):
     assert timings.floor("smoke") is None  # nothing measured
-    _bench("smoke", "base_model", 60, cpu=100)
-    _bench("smoke", "finetune_pi_a0_s0", 90, cpu=50)
-    assert timings.floor("smoke", "2") == {"cpu_s": 150, "cores": 2, "floor_s": 75}
+    _bench("smoke", "base_model", 60, cpu=100)        # 2 threads
+    _bench("smoke", "finetune_pi_a0_s0", 90, cpu=50)  # 1 thread
+    _bench("smoke", "section_01_synthetic_study", 30, cpu=55)  # 2 threads
+    _bench("smoke", "resolved_config", 1)             # a light job: 1
+    assert timings.floor("smoke", "2") == {"core_s": 271, "cpu_s": 206, "cores": 2,
+                                           "floor_s": 135.5}
+    assert timings.floor("smoke", "1")["core_s"] == 181  # no job holds more cores than there are
     assert timings.floor("smoke", "all")["cores"] == os.cpu_count()
-    files.write_json(timings.reproduce_file("smoke"), {"wall_s": 150.0, "cores": "2"})
-    assert ("Floor of the makespan (the jobs' CPU time, 2.5 min, over 2 cores): 1.2 min; "
-            "makespan / floor: 2.00.") in timings.markdown("smoke")
+    files.write_json(timings.reproduce_file("smoke"), {"wall_s": 271.0, "cores": "2"})
+    assert ("Floor of the makespan (the core time the jobs held, wall x threads, 4.5 min, over 2 "
+            "cores): 2.3 min; makespan / floor: 2.00.") in timings.markdown("smoke")
 
 
 def _fake_outputs(profile):
@@ -116,7 +121,7 @@ def _fake_outputs(profile):
     nbformat.write(nb, nbdir / f"{publish.REPORT}.ipynb")
     _bench(profile, "section_06_replication_report", 3)
     files.write_json(timings.reproduce_file(profile), {
-        "wall_s": 1500.0, "cores": "2", "floor_s": 1200.0, "jobs_cpu_s": 2400.0,
+        "wall_s": 1500.0, "cores": "2",
         "finished_utc": "2026-11-30T00:00:00", "packages": {"torch": "9.9.9", "zlib-x": "1"}})
 
 
@@ -177,5 +182,6 @@ def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_
     assert stamp["packages_recorded_by"] == "make reproduce"
     assert "packages" not in stamp["reproduce"]
     text = (dest / "STAMP.md").read_text()
-    assert "25.0 min" in text and "floor 20.0 min" in text and "makespan / floor 1.25" in text
+    # the floor from the benchmark files _fake_outputs wrote: the report notebook, 3 s x 1 thread
+    assert "25.0 min" in text and "floor 0.0 min" in text and "makespan / floor 1000.00" in text
     assert "torch 9.9.9" in text and "transformers -" in text
