@@ -135,6 +135,9 @@ def device_info() -> dict[str, Any]:
         import torch
 
         info["torch_threads"] = torch.get_num_threads()
+        # the vector instructions torch's CPU kernels use: float results differ between them,
+        # and the difference grows over thousands of training steps
+        info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         info["cuda"] = torch.cuda.is_available()
         if info["cuda"]:
             info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]

@@ -134,7 +134,8 @@ def _stamp_markdown(stamp: dict[str, Any], profile: str, run_ids: set[str] | Non
              f"- commit: `{stamp['commit']}`",
              f"- run finished: {rep.get('finished_utc')}; published {stamp['published_utc']}",
              f"- machine: {mach.get('platform')}, {mach.get('cpu_count')} CPUs, "
-             f"{mach.get('memory_gib', '?')} GiB, CUDA: {mach.get('cuda')}",
+             f"{mach.get('memory_gib', '?')} GiB, CPU kernels: "
+             f"{mach.get('cpu_capability', '?')}, CUDA: {mach.get('cuda')}",
              f"- `make reproduce` wall time (the makespan): {rep['wall_s'] / 60:.1f} min "
              f"({rep.get('cores', '?')} cores)"
              + (f"; floor {bound['floor_s'] / 60:.1f} min (the core time the jobs held over "
