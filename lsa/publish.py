@@ -22,7 +22,9 @@ stale file survives from an earlier snapshot.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
+import hashlib
 import json
 import os
 import shutil
@@ -79,8 +81,10 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     for png in sorted(paths.figures_dir(profile).glob("*.png")):
         shutil.copy2(png, staging / "figures" / png.name)
     notebooks = sorted((paths.results_dir(profile) / "notebooks").glob("*.ipynb"))
+    figures = {hashlib.sha256(png.read_bytes()).hexdigest(): png.name
+               for png in (staging / "figures").glob("*.png")}
     for nb in notebooks:
-        _copy_notebook(nb, staging / "notebooks" / nb.name)
+        _copy_notebook(nb, staging / "notebooks" / nb.name, figures)
     reproduce = json.loads(record.read_text())
     # the environment `make reproduce` ran in (recorded then); an older record has none, and
     # the environment publishing it stands in, marked so
@@ -112,9 +116,11 @@ def _run_commit(profile: str) -> str | None:
         return None
 
 
-def _copy_notebook(notebook: Path, out: Path) -> None:
+def _copy_notebook(notebook: Path, out: Path, figures: dict[str, str] | None = None) -> None:
     """An executed notebook as published: its cells and outputs, without the per-cell timing
-    metadata that papermill writes (it changes at every run and says nothing to a reader)."""
+    metadata that papermill writes (it changes at every run and says nothing to a reader). An
+    image output that is byte for byte one of the snapshot's ``figures`` (sha256 -> file name:
+    the report's gallery) becomes a Markdown link to ``../figures/`` instead of a second copy."""
     import nbformat
 
     node = nbformat.read(notebook, as_version=4)
@@ -123,6 +129,14 @@ def _copy_notebook(notebook: Path, out: Path) -> None:
             cell.metadata.pop(key, None)
         for output in cell.get("outputs", []):
             output.get("metadata", {}).pop("papermill", None)
+            data = output.get("data", {})
+            png = data.get("image/png")
+            name = figures and png and figures.get(
+                hashlib.sha256(base64.b64decode("".join(png.split()))).hexdigest())
+            if name:
+                del data["image/png"]
+                data["text/markdown"] = f"![{name}](../figures/{name})"
+                data["text/plain"] = f"figure {name}"
     files.atomic_write_text(out, nbformat.writes(node))
 
 

@@ -111,7 +111,7 @@ def _fake_outputs(profile):
         "execution": {"iopub.execute_input": "2026-11-30T00:00:01"},
         "papermill": {"duration": 1.5}}, outputs=[
         nbformat.v4.new_output("display_data", {"image/png": base64.b64encode(
-            b"\x89PNG fake").decode()}),
+            b"\x89PNG fake").decode()}),   # a saved figure
         nbformat.v4.new_output("display_data", {"image/png": base64.b64encode(
             b"\x89PNG inline only").decode()})])
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title here"),
@@ -171,8 +171,10 @@ def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_
     assert published.name == f"{publish.REPORT}.ipynb"
     node = nbformat.read(published, as_version=4)
     assert node.cells[0].source == "# Title here"
-    assert [o["data"]["image/png"] for o in node.cells[1].outputs] == [
-        base64.b64encode(png).decode() for png in (b"\x89PNG fake", b"\x89PNG inline only")]
+    saved, inline = node.cells[1].outputs  # a saved figure: linked, not embedded again
+    assert "image/png" not in saved["data"]
+    assert saved["data"]["text/markdown"] == "![fig_a.png](../figures/fig_a.png)"
+    assert inline["data"]["image/png"] == base64.b64encode(b"\x89PNG inline only").decode()
     assert "execution" not in node.cells[1].metadata and "papermill" not in node.cells[1].metadata
     stamp = json.loads((dest / "stamp.json").read_text())
     assert stamp["commit"] == "abc123" and stamp["reproduce"]["wall_s"] == 1500.0
