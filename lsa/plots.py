@@ -95,12 +95,16 @@ def column_label(column: str, l_train: int | None = None) -> str:
     return _WORDS.get(column, column.replace("_", " "))
 
 
+WINDOW_AXIS = "window (x l_train; tokens)"
+
+
 def window_ticks(columns: list[str], l_train: int | None) -> list[str]:
-    """Tick labels of windows (``ppl_2x`` -> ``2x\\n256 tok``)."""
+    """Tick labels of windows (``ppl_2x`` -> ``2x\\n256``: the multiple, then its tokens; the
+    axis label says "tokens", ``WINDOW_AXIS``)."""
     out = []
     for column in columns:
         mult = int(_WINDOWED.match(column)[2])
-        out.append(f"{mult}x" + (f"\n{mult * l_train} tok" if l_train else ""))
+        out.append(f"{mult}x" + (f"\n{mult * l_train}" if l_train else ""))
     return out
 
 
@@ -167,6 +171,14 @@ def _points(ax) -> np.ndarray:
     return points[np.isfinite(points).all(axis=1)]
 
 
+def _inset(box):
+    """``box`` shrunk by a pixel each side: touching is no overlap."""
+    from matplotlib.transforms import Bbox
+
+    x0, y0, x1, y1 = box.extents
+    return Bbox.from_extents(x0 + 1, y0 + 1, x1 - 1, y1 - 1)
+
+
 def figure_problems(fig) -> list[str]:
     """What is wrong with ``fig`` by the project's rules (empty: nothing):
 
@@ -175,7 +187,8 @@ def figure_problems(fig) -> list[str]:
     - no label, tick label, title or legend entry is a table column's name (``value``,
       ``ppl_1x``: ``RAW_LABEL``);
     - at most one legend, and no legend over a data point of any axes;
-    - no text of an axes (labels, tick labels, title) over the plot area or a text of another.
+    - no text of an axes (labels, tick labels, title) over the plot area or a text of another,
+      and no two tick labels of one axis over each other.
     """
     from matplotlib.transforms import Bbox
 
@@ -222,6 +235,14 @@ def figure_problems(fig) -> list[str]:
             for other in axes:
                 if other is not ax and box.overlaps(other.get_window_extent(renderer)):
                     problems.append(f"{name(ax)}: {text.get_text()!r} overlaps {name(other)}")
+    for ax in axes:  # the tick labels of one axis, side by side
+        for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
+            shown = [t for t in ticks if t.get_visible() and t.get_text().strip()]
+            for a, b in itertools.combinations(shown, 2):
+                if _inset(a.get_window_extent(renderer)).overlaps(
+                        _inset(b.get_window_extent(renderer))):
+                    problems.append(f"{name(ax)}: tick labels {a.get_text()!r} and "
+                                    f"{b.get_text()!r} overlap")
     for (ax, text, box), (other, text2, box2) in itertools.combinations(boxes, 2):
         if ax is not other and box.overlaps(box2):
             problems.append(f"{name(ax)}: {text.get_text()!r} overlaps {text2.get_text()!r} "

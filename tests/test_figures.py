@@ -156,9 +156,9 @@ def test_every_section_figure_follows_the_rules(drawn):
 def test_windows_are_labelled_with_their_tokens_and_alpha_0_shows(drawn):
     figs = dict(drawn)
     ax = figs["figure_ppl_by_window"].axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["1x\n128 tok", "2x\n256 tok",
-                                                            "4x\n512 tok"]
-    assert ax.get_xlabel() == "evaluation window" and ax.get_ylabel().startswith("perplexity")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1x\n128", "2x\n256", "4x\n512"]
+    assert ax.get_xlabel() == "window (x l_train; tokens)"
+    assert ax.get_ylabel().startswith("perplexity")
     sweep = figs["figure_alpha_sweep"].axes[0]
     assert sweep.get_xscale() == "symlog" and sweep.get_xlim()[0] < 0 < 0.1
     assert "(512 tokens)" in sweep.get_ylabel()
@@ -197,3 +197,18 @@ def test_column_labels_say_what_and_how_long():
     assert plots.column_label("nll_beyond_2x") == "NLL beyond l_train, 2x l_train windows (nats)"
     assert plots.column_label("misalignment") == "misalignment L_misalign (SCE, nats)"
     assert not plots.RAW_LABEL.search(plots.column_label("score_beyond_4x", 128))
+
+
+def test_tick_labels_of_one_axis_must_not_overlap():
+    import matplotlib.pyplot as plt
+
+    from lsa.plots import figure_problems
+
+    fig, ax = plt.subplots(figsize=(1.6, 1.6))
+    ax.plot([0, 1, 2], [1, 2, 3])
+    ax.set(xlabel="window", ylabel="perplexity", xticks=[0, 1, 2])
+    ax.set_xticklabels(["1x\n256 tokens", "2x\n512 tokens", "4x\n1024 tokens"])
+    assert any("tick labels" in p and "overlap" in p for p in figure_problems(fig))
+    ax.set_xticklabels(["1x", "2x", "4x"])
+    assert not [p for p in figure_problems(fig) if "tick labels" in p]
+    plt.close(fig)

@@ -52,7 +52,7 @@ def figure_ppl_by_window(setup: Setup, result: Result):
                           sharey=False, order=list(ticks.values()))
     g.set_titles("{col_name}")
     for ax in g.axes.flat:  # each panel its own y scale, so each its own label
-        ax.set(xlabel="evaluation window", ylabel="perplexity (mean, sd over seeds)")
+        ax.set(xlabel=plots.WINDOW_AXIS, ylabel="perplexity (mean, sd over seeds)")
     g.figure.suptitle(f"perplexity by window (l_train = {l_train} tokens)", y=1.02)
     g.tight_layout()
     save_figure(setup, result, g.figure, "fig_table2_ppl_by_window")
