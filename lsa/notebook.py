@@ -24,8 +24,8 @@ that after ``make reproduce`` it shows that run's results. Runs it reads that ar
 it trains itself, with a progress bar, only when that is quick (``QUICK_PROFILES``, or
 ``train_missing = True``); otherwise it stops before any compute with ``RunsMissing``, which
 names the command that makes them (the pipeline schedules them on every core, and its
-notebooks then read them: for ``mini``, 45 min on the reference CPU, far longer one by one in a
-kernel).
+notebooks then read them; one by one in a kernel they would take far longer: the published
+snapshot's STAMP.md says how long ``mini``'s took).
 """
 
 from __future__ import annotations
