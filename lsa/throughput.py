@@ -122,9 +122,11 @@ def _run_together(profile: str, kind: str, threads: list[int], seconds: float) -
     """Rates (units per second) of ``len(threads)`` measuring processes started together."""
     argv = [sys.executable, "-m", "lsa", "bench", "jobs", "--child", "--profile", profile,
             "--kinds", kind, "--seconds", str(seconds)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # OpenMP told the same thread count as torch, as Snakemake tells a job (a 2-thread torch
+    # under OMP_NUM_THREADS=1 ran slower than the pipeline's own jobs do)
     procs = [subprocess.Popen(argv + ["--threads", str(t)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=env) for t in threads]
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": str(t)}) for t in threads]
     for p in procs:
         line = p.stdout.readline().strip()
         if line != "ready":
