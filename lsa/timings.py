@@ -163,11 +163,13 @@ RUN_JOBS = (("base_model", "base"), ("finetune_", "finetune"),
             ("probe_", "probe"), ("longbench_", "longbench"))
 
 
-def job_threads(profile: str, job: str) -> int:
-    """The threads a job asked for (workflow/settings.yaml); 1 for the light jobs."""
-    from lsa.pipeline import workflow_settings
+def job_threads(profile: str, job: str, settings=None) -> int:
+    """The threads a job asked for (``settings``: workflow/settings.yaml, read when not given);
+    1 for the light jobs."""
+    if settings is None:
+        from lsa.pipeline import workflow_settings
 
-    settings = workflow_settings()
+        settings = workflow_settings()
     if job.startswith("section_"):
         return settings.section(job.removeprefix("section_")).threads
     for prefix, kind in RUN_JOBS:
@@ -185,8 +187,10 @@ def floor(profile: str, cores: str | int | None = None) -> dict[str, float] | No
     rows = job_times(profile)
     if not rows:
         return None
-    n = cores_of(cores)
-    core_s = sum(r["wall_s"] * min(job_threads(profile, r["job"]), n) for r in rows)
+    from lsa.pipeline import workflow_settings
+
+    n, settings = cores_of(cores), workflow_settings()  # read once for every job
+    core_s = sum(r["wall_s"] * min(job_threads(profile, r["job"], settings), n) for r in rows)
     return {"core_s": core_s, "cpu_s": sum(r["cpu_s"] or 0.0 for r in rows), "cores": n,
             "floor_s": core_s / n}
 
