@@ -285,7 +285,8 @@ def base_identity(pipe: PipelineConfig, seed: int | None = None) -> dict[str, An
                        "longest": max(ft.eval_multiples) * ft.l_train}}
 
 
-GRID_KEYS = ("methods", "alphas", "seeds", "runs")  # which runs exist, not what each one is
+# which runs exist, not what each one is
+GRID_KEYS = ("methods", "alphas", "seeds", "method_seeds", "runs")
 
 
 def finetune_identity(pipe: PipelineConfig, base: Run, spec: RunConfig) -> dict[str, Any]:
@@ -403,7 +404,8 @@ def make_run(method: str, alpha: float, seed: int, *, divergence: str = "sce", c
 
 def finetune_specs(ft: FinetuneConfig) -> list[RunConfig]:
     """Sections 5.1-5.2: every method x alpha x seed of the grid, then the explicit ``runs``."""
-    grid = [make_run(m, a, s) for s in ft.seeds for m in ft.methods for a in ft.alphas]
+    grid = [make_run(m, a, s) for s in ft.all_seeds() for m in ft.methods
+            if s in ft.seeds_of(m) for a in ft.alphas]
     return grid + list(ft.runs)
 
 
@@ -463,7 +465,8 @@ def gate_specs(pipe: PipelineConfig) -> list[RunConfig]:
     if 0.0 not in ft.alphas:
         return []
     raw = ("none",) if pipe.gates.raw_finetune else ()
-    return [make_run(m, 0.0, s) for s in ft.seeds for m in (*ft.methods, *raw)]
+    return [make_run(m, 0.0, s) for s in ft.all_seeds() for m in (*ft.methods, *raw)
+            if m == "none" or s in ft.seeds_of(m)]
 
 
 def babilong_specs(bl: BabilongConfig) -> list[RunConfig]:

@@ -138,16 +138,26 @@ def test_gates_on_oracles_pass_and_fail_where_they_should():
     hit = -math.log(math.exp(10) / (math.exp(10) + V - 1))
     assert g1.passed and g1.value == pytest.approx(math.log(V) - hit, rel=1e-3)
     assert g2.passed and g2.value == pytest.approx(math.log(V) - hit, rel=1e-3)
-    fixed = {"clex": [measure(10_000)]}        # a method that fixes every length
-    raw = [measure(l_train)]                   # raw fine-tuning: its window and no further
-    g3 = gates.gate_g3(base, fixed, raw, l0, l_train, 0.5, 200, seed=0)
-    assert g3.passed and g3.value == pytest.approx(1.0, abs=1e-6)
-    same_as_raw = {"clex": [measure(l_train)]}  # recovers at l_train, no better beyond
-    g3_fail = gates.gate_g3(base, same_as_raw, raw, l0, l_train, 0.5, 200, seed=0)
-    assert g3_fail.passed is False and "does not beat" in g3_fail.detail
-    alone = gates.gate_g3(base, same_as_raw, [], l0, l_train, 0.5, 200, seed=0,
-                          require_raw=False)       # paper: no raw fine-tuning, recovery decides
-    assert alone.passed and "gates.raw_finetune is off" in alone.detail
+    gap = math.log(V) - hit                    # what the oracle's reach is worth, nats
+    # a method that recovers at l_train and fails beyond: it passes both parts (two seeds)
+    within = [measure(l_train), measure(l_train)]
+    g3 = gates.gate_g3("pi", base, within, within, l0, l_train, 0.5, 0.5, 200, seed=0)
+    assert g3.gate == "G3.pi" and g3.passed
+    assert g3.value == pytest.approx(1.0, abs=1e-6)
+    recovery, room, versus = g3.criteria
+    assert room["value"] == pytest.approx(gap, rel=1e-3) and room["low"] >= 0.5
+    assert versus["threshold"] is None and versus["value"] == pytest.approx(0.0, abs=1e-9)
+    assert "no clear difference" in g3.detail   # raw fine-tuning is shown, never gated
+    # a method that fixes every length recovers all but leaves nothing to fix: (b) fails
+    fixed = [measure(10_000), measure(10_000)]
+    g3_room = gates.gate_g3("clex", base, fixed, within, l0, l_train, 0.5, 0.5, 200, seed=0)
+    assert g3_room.passed is False and g3_room.value == pytest.approx(1.0, abs=1e-6)
+    assert g3_room.criteria[1]["value"] == pytest.approx(0.0, abs=1e-4)
+    assert "lower" in g3_room.detail            # it beats raw fine-tuning at 2x, descriptively
+    # one seed: no interval over seeds, no premise, whatever the probes say
+    one = gates.gate_g3("pi", base, within[:1], [], l0, l_train, 0.5, 0.5, 200, seed=0)
+    assert one.passed is False and "one training seed" in one.detail
+    assert len(one.criteria) == 2               # no raw runs: nothing set beside it
     blind = measure(0, control=True)            # uses no context at all: G1 fails
     assert gates.gate_g1(blind, l0, 0.5).passed is False
     assert gates.gate_g1({}, l0, 0.5).passed is None  # not computable: said, not guessed
@@ -161,6 +171,26 @@ def test_a_failed_gate_turns_a_sections_verdicts_into_premise_not_met():
     held = gates.apply_premise(claims, [ok, bad], "03_regularized_finetuning")
     assert [c["verdict"] for c in held] == ["premise not met", "not run"]
     assert "verdict if the premise held: agrees" in held[0]["evidence"]
-    assert gates.apply_premise(claims, [ok, ok], "02_misalignment_correlation") == claims
+    good = gates.Gate("G2", "q", 1, 0.9, 1.1, 0.5, True, "")
+    assert gates.apply_premise(claims, [ok, good], "02_misalignment_correlation") == claims
+    assert gates.premise([ok], "02_misalignment_correlation")[0] is False  # a gate not there
     table = gates.gates_table([ok, bad])
     assert list(table["outcome"]) == ["pass", "fail"]
+
+
+def test_a_method_claims_rest_on_its_own_g3():
+    g1 = gates.Gate("G1", "q", 1, 0.9, 1.1, 0.5, True, "")
+    g2 = gates.Gate("G2", "q", 1, 0.9, 1.1, 0.5, True, "")
+    eabf = gates.Gate("G3.eabf", "q", 2, 1.5, 2.5, 0.5, True, "")
+    clex = gates.Gate("G3.clex", "q", 0.4, 0.2, 0.9, 0.5, False, "")
+    found = [g1, g2, eabf, clex]
+    claims = [{"id": "A", "verdict": "agrees", "method": "eabf"},
+              {"id": "B", "verdict": "disagrees", "method": "clex"},
+              {"id": "C", "verdict": "agrees"}]  # no method: every G3 must pass
+    held = gates.apply_premise(claims, found, "03_regularized_finetuning")
+    assert [c["verdict"] for c in held] == ["agrees", "premise not met", "premise not met"]
+    ok, text = gates.premise(found, "03_regularized_finetuning")
+    assert not ok and "premise met for eabf" in text and "not for clex" in text
+    assert gates.premise(found, "03_regularized_finetuning", "eabf") == (
+        True, "premise met: G1, G2, G3.eabf passed")
+    assert gates.needed_gates(found, "05_babilong", "clex") == ["G1", "G2"]
