@@ -34,7 +34,7 @@ from lsa import stats
 from lsa.analysis import DIVERGENCE_LABELS
 from lsa.config import AblationConfig
 from lsa.report import Claim, fmt, paper
-from lsa.stats import sign_verdict
+from lsa.stats import resolution_text, resolve_verdict
 
 SECTION = "Sec. 5.3"
 ITEMS = {
@@ -135,13 +135,16 @@ def _claim(cid: str, claim: str, paper_text: str, grade: str, eff: pd.DataFrame,
     row = _row(eff, method, setting, baseline, column)
     if row is None or row.seeds == 0:
         return Claim(cid, SECTION, claim, paper_text, grade, "no finished runs",  # type: ignore
-                     "not run", evidence, kind=kind)  # type: ignore[arg-type]
+                     "not run", evidence, kind=kind, method=method)  # type: ignore[arg-type]
     ppl = (_row(eff, method, setting, baseline, "ppl_" + column[4:])
            if column.startswith("nll_") else None)
-    verdict = (sign_verdict(row.low, row.high, paper_sign, row.seeds) if kind == "paper"
-               else control_outcome(row.low, row.high, row.seeds, words))
+    verdict = (resolve_verdict(row.low, row.high, paper_sign, None, row.seeds)
+               if kind == "paper" else control_outcome(row.low, row.high, row.seeds, words))
+    if kind == "paper":
+        evidence = f"{evidence}; {resolution_text(row.low, row.high, None)}".strip("; ")
     return Claim(cid, SECTION, claim, paper_text, grade, _effect_text(row, ppl),  # type: ignore
-                 verdict, f"{column}; {evidence}".strip("; "), kind=kind)  # type: ignore
+                 verdict, f"{column}; {evidence}".strip("; "), kind=kind,  # type: ignore
+                 method=method)
 
 
 class Claims:

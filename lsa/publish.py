@@ -175,7 +175,13 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     import pandas as pd
 
     from lsa.gates import Gate, gates_table
-    from lsa.report import by_kind, claims_table, counts_sentence, verdict_counts
+    from lsa.report import (
+        by_kind,
+        claims_table,
+        counts_sentence,
+        verdict_counts,
+        verdicts_by_method,
+    )
 
     claims = claims_table(pd.read_csv(snapshot / "claims.csv").to_dict(orient="records"))
     stamp = json.loads((snapshot / "stamp.json").read_text())
@@ -194,6 +200,10 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
         out += [table.drop(columns="detail").to_markdown(index=False), "",
                 *[f"- **{g}**: {d}" for g, d in zip(table["gate"], table["detail"])], ""]
     out += ["## Counts", "", counts_sentence(*verdict_counts(claims))]
+    by_method = verdicts_by_method(claims)
+    if len(by_method):
+        out += ["", "The paper's claims about each fine-tuning method, by verdict (each rests on "
+                "G1, G2 and the method's own G3):", "", by_method.to_markdown(index=False)]
     out += ["", "## What moved since the previous snapshot", ""]
     if previous_claims is None:
         out += ["No previous snapshot.", ""]

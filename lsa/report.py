@@ -21,7 +21,8 @@ from typing import Any, Literal
 from lsa.files import read_json
 
 Grade = Literal["A", "B", "?"]
-Verdict = Literal["agrees", "disagrees", "inconclusive", "not run", "premise not met",
+Verdict = Literal["agrees", "disagrees", "smaller than the paper's effect", "underpowered",
+                  "inconclusive", "not run", "premise not met",
                   "helps", "hurts", "no effect", "passes", "fails", "unclear"]
 #: ``paper``: a claim of the paper (agrees / disagrees / inconclusive); ``control``: one of the
 #: project's own controls and audits, with its own outcome words (helps / hurts / no effect)
@@ -119,6 +120,8 @@ class Claim:
     verdict: Verdict
     evidence: str = ""
     kind: Kind = "paper"
+    #: the fine-tuning method the claim is about ("" where none): its premise is its own G3
+    method: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,9 +136,11 @@ def fmt(value: float, digits: int = 3) -> str:
 def claims_table(claims: list[dict[str, Any]]):
     import pandas as pd
 
-    cols = ["id", "section", "kind", "claim", "paper", "grade", "ours", "verdict", "evidence"]
+    cols = ["id", "section", "kind", "method", "claim", "paper", "grade", "ours", "verdict",
+            "evidence"]
     table = pd.DataFrame(claims, columns=cols)
     table["kind"] = table["kind"].fillna("paper")
+    table["method"] = table["method"].astype(object).fillna("")
     return table
 
 
@@ -151,7 +156,8 @@ def by_kind(table) -> list[tuple[str, Any]]:
 
 
 #: the order the counts are shown in: the paper's verdicts, the project's controls' outcomes
-VERDICT_ORDER = ["agrees", "disagrees", "inconclusive", "premise not met", "not run"]
+VERDICT_ORDER = ["agrees", "disagrees", "smaller than the paper's effect", "underpowered",
+                 "inconclusive", "premise not met", "not run"]
 CONTROL_ORDER = ["helps", "hurts", "no effect", "passes", "fails", "unclear", "premise not met",
                  "not run"]
 
@@ -170,6 +176,19 @@ def verdict_counts(table) -> tuple[dict[str, int], dict[str, int]]:
     control_counts = control_rows["verdict"].value_counts().reindex(found, fill_value=0)
     return ({k: int(v) for k, v in paper_counts.items()},
             {k: int(v) for k, v in control_counts.items()})
+
+
+def verdicts_by_method(table):
+    """The paper's claims about a fine-tuning method (``method`` set), counted by method and
+    verdict: whose premise holds, and what the claims that rest on it say."""
+    import pandas as pd
+
+    rows = table[(table["kind"] == "paper") & (table["method"].fillna("") != "")]
+    if rows.empty:
+        return pd.DataFrame()
+    counts = rows.groupby(["method", "verdict"]).size().unstack(fill_value=0)
+    order = [v for v in VERDICT_ORDER if v in counts.columns]
+    return counts[order + sorted(set(counts.columns) - set(order))].reset_index()
 
 
 def counts_sentence(counts: dict[str, int], controls: dict[str, int]) -> str:

@@ -96,6 +96,60 @@ def sign_verdict(low: float, high: float, paper_sign: int, n: int | None = None)
     return "agrees" if (low > 0) == (paper_sign > 0) else "disagrees"
 
 
+#: what a verdict on a paper claim can say once an interval is measured: the sign verdicts,
+#: and for an interval that holds 0 what it rules out
+SMALLER = "smaller than the paper's effect"
+UNDERPOWERED = "underpowered"
+
+
+def equivalence_p(diffs, margin: float) -> float:
+    """The p-value of statsmodels' paired TOST that the mean of the paired differences
+    ``diffs`` lies inside ``(-margin, +margin)`` (NaN with fewer than two)."""
+    from statsmodels.stats.weightstats import ttost_paired
+
+    diffs = np.asarray(diffs, dtype=float)
+    if diffs.size < 2 or not margin > 0:
+        return math.nan
+    if diffs.std(ddof=1) == 0.0:  # no spread: the mean is the whole answer
+        return 0.0 if abs(diffs.mean()) < margin else 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p, _, _ = ttost_paired(diffs, np.zeros_like(diffs), -margin, margin)
+    return float(p)
+
+
+def resolve_verdict(low: float, high: float, paper_sign: int, effect: float | None,
+                    n: int | None = None, diffs=None, confidence: float = 0.95) -> str:
+    """The verdict vocabulary of every section: ``agrees`` / ``disagrees`` where the interval
+    ``[low, high]`` excludes 0 (``sign_verdict``); where it holds 0, ``smaller than the paper's
+    effect`` when it lies wholly inside +-``effect`` (the paper's effect: an equivalence result,
+    which counts against the claim; with the paired values ``diffs``, statsmodels' TOST at
+    ``(1 - confidence) / 2`` decides, which is the same rule for a t interval), else
+    ``underpowered`` (also with no interval, or no paper effect to hold it against: its
+    half-width is then the resolution to report). ``not run`` when ``n`` is 0."""
+    verdict = sign_verdict(low, high, paper_sign, n)
+    if verdict != "inconclusive":
+        return verdict
+    if effect is None or not math.isfinite(effect) or effect == 0:
+        return UNDERPOWERED
+    margin = abs(effect)
+    if diffs is not None and len(diffs) >= 2:
+        inside = equivalence_p(diffs, margin) < (1 - confidence) / 2
+    else:
+        inside = math.isfinite(low) and math.isfinite(high) and -margin < low and high < margin
+    return SMALLER if inside else UNDERPOWERED
+
+
+def resolution_text(low: float, high: float, effect: float | None, unit: str = "") -> str:
+    """What an interval resolves: its half-width, beside the paper's effect where there is one."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "no interval (one seed): resolves nothing"
+    text = f"resolves +-{(high - low) / 2:.3g}{unit}"
+    if effect is not None and math.isfinite(effect):
+        text += f" (the paper's effect: {abs(effect):.3g}{unit})"
+    return text
+
+
 def interval_verdict(interval: PairedInterval, paper_sign: int) -> str:
     """``sign_verdict`` of a paired seed interval (``not run`` without data)."""
     if math.isnan(interval.mean):

@@ -25,13 +25,14 @@ def test_mini_runs_item_1_core_and_item_4_sharing_the_grid():
     pipe = load_config(profile="mini")
     runs = runs_of(pipe)
     names = set(runs.ablation)
-    assert {f"pi_a0_s{s}" for s in (0, 1, 2)} <= names
+    assert pipe.ablation.method == "eabf"  # config/config.yaml: the rule fixed before the runs
     for s in (0, 1, 2):
-        assert {f"pi_a0.1_s{s}", f"pi_a0.1_s{s}_jeffreys", f"pi_a1_s{s}_jeffreys",
-                f"pi_a0.1_s{s}_entropy", f"pi_a0_s{s}_ceboth"} <= names
-    shared = names & set(runs.grid)
-    assert shared == {"pi_a0_s0", "pi_a0_s1", "pi_a0.1_s0", "pi_a0.1_s1"}
-    assert len(names - shared) == 14
+        assert {f"eabf_a0_s{s}", f"eabf_a0.1_s{s}", f"eabf_a0.1_s{s}_jeffreys",
+                f"eabf_a1_s{s}_jeffreys", f"eabf_a0.1_s{s}_entropy",
+                f"eabf_a0_s{s}_ceboth"} <= names
+    shared = names & set(runs.grid)  # the grid has 3 seeds: CE and SCE 0.1 are its runs
+    assert shared == {f"eabf_a{a}_s{s}" for a in ("0", "0.1") for s in (0, 1, 2)}
+    assert len(names - shared) == 12
 
 
 def test_mini_full_shares_minis_run_folders():

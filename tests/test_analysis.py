@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -50,10 +51,14 @@ def test_extension_claims_set_the_paper_beside_ours():
     growth = claims["The regularizer flattens the growth of perplexity with length (clex)"]
     assert growth["verdict"] == "agrees" and "-> 1.090" in growth["ours"]
     assert len({c["id"] for c in claims.values()}) == len(claims)  # ids are unique
-    # differences -10 and -11: t interval -10.5 +- 12.71 * 0.5 = [-16.85, -4.15]
-    assert "[-16.9, -4.15]" in clex["evidence"]
+    # verdicts on NLL: differences log(90/100) and log(90/101), t(1) = 12.706
+    d = np.log([90 / 100, 90 / 101])
+    half = 12.706 * d.std(ddof=1) / math.sqrt(2)
+    assert f"[{d.mean() - half:+.3g}, {d.mean() + half:+.3g}] nats" in clex["evidence"]
+    assert "the paper's effect: 0.04 nats" in clex["evidence"]  # log(5.88 / 6.12)
+    assert clex["method"] == "clex" and "PPL 100.5 -> 90" in clex["ours"]
     one_seed = analysis.extension_claims(df[df["seed"] == 0])
-    assert {c["verdict"] for c in one_seed} == {"inconclusive"}  # no interval, no verdict
+    assert {c["verdict"] for c in one_seed} == {"underpowered"}  # no interval, no verdict
 
 
 def test_babilong_tables_and_claims_by_hand():
@@ -82,7 +87,7 @@ def test_misalignment_claim_reports_the_papers_positions_and_every_position():
     df["misalignment_all"] = [5.0, 6.0]  # every overlap position: higher after, unlike paper's
     claims = {c["claim"]: c for c in analysis.extension_claims(df)}
     mis = claims["The regularizer lowers the long-short misalignment (pi)"]
-    assert "L_misalign 10 -> 9" in mis["ours"] and mis["verdict"] == "inconclusive"  # 1 seed
+    assert "L_misalign 10 -> 9" in mis["ours"] and mis["verdict"] == "underpowered"  # 1 seed
     assert "every overlap position 5 -> 6" in mis["evidence"]
     assert ">= l_train / 2" in mis["evidence"]
 
@@ -258,3 +263,20 @@ def test_evaluate_design_refuses_two_runs_of_one_model(out_root):
                         for a in (0.0, 0.0, 0.1)])
     with pytest.raises(pd.errors.MergeError):
         analysis.paired_accuracy(acc, ["length"], 0.1)
+
+
+def test_the_long_context_task_claim_is_judged_against_the_papers_effect():
+    df = runs({("eabf", 0.0, 0): 100.0, ("eabf", 0.1, 0): 100.0,
+               ("eabf", 0.0, 1): 100.0, ("eabf", 0.1, 1): 100.0,
+               ("eabf", 0.0, 2): 100.0, ("eabf", 0.1, 2): 100.0})
+    df["nll_copy_2x"] = [4.0, 4.001, 4.0, 3.999, 4.0, 4.0005]   # differences within +-0.001
+    df["nll_copy_4x"] = [4.0, 4.5, 4.0, 3.6, 4.0, 4.1]          # wide: +0.5, -0.4, +0.1
+    claims = {c["claim"]: c for c in analysis.extension_claims(df)}
+    tight = claims["CE + 0.1 misalign improves the long-context task at 2x l_train: copy NLL "
+                   "(eabf)"]
+    # +-0.001 nats sits inside EABF's paper effect, log(5.91 / 6.01) = -0.0168: it rules it out
+    assert tight["verdict"] == "smaller than the paper's effect"
+    assert "23.6 -> 24.8" in tight["paper"] and tight["method"] == "eabf"
+    wide = claims["CE + 0.1 misalign improves the long-context task at 4x l_train: copy NLL "
+                  "(eabf)"]
+    assert wide["verdict"] == "underpowered" and "resolves +-" in wide["evidence"]

@@ -128,3 +128,28 @@ def test_equivalence_verdict():
     assert stats.equivalence_verdict(-2.0, 3.0, 5.0) == "agrees"
     assert stats.equivalence_verdict(6.0, 9.0, 5.0) == "disagrees"
     assert stats.equivalence_verdict(-2.0, 7.0, 5.0) == "inconclusive"
+
+
+@pytest.mark.parametrize("low, high, effect, verdict", [
+    (-0.09, -0.01, 0.04, "agrees"),            # excludes 0 on the paper's side (lower)
+    (0.01, 0.09, 0.04, "disagrees"),
+    (-0.02, 0.03, 0.04, "smaller than the paper's effect"),  # inside +-0.04: rules it out
+    (-0.05, 0.03, 0.04, "underpowered"),       # spans 0 and reaches past the paper's effect
+    (-0.02, 0.03, None, "underpowered"),       # no paper effect to hold it against
+])
+def test_resolve_verdict_says_what_an_interval_rules_out(low, high, effect, verdict):
+    assert stats.resolve_verdict(low, high, -1, effect, n=3) == verdict
+
+
+def test_tost_and_the_interval_rule_agree():
+    """statsmodels' paired TOST at 2.5 % per side is the 95 % t interval lying inside the
+    margin: the two rules give the same verdict on every draw."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        diffs = rng.normal(rng.uniform(-0.03, 0.03), rng.uniform(0.001, 0.03), size=4)
+        ci = stats.paired_interval(diffs, np.zeros(4))
+        by_tost = stats.resolve_verdict(ci.low, ci.high, -1, 0.04, ci.n, diffs)
+        by_interval = stats.resolve_verdict(ci.low, ci.high, -1, 0.04, ci.n)
+        assert by_tost == by_interval
+    assert stats.resolution_text(-0.02, 0.04, 0.017, " nats") == (
+        "resolves +-0.03 nats (the paper's effect: 0.017 nats)")

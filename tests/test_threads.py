@@ -1,16 +1,21 @@
-"""Thread count does not change a number: workflow/settings.yaml runs most CPU jobs at 1 thread
+"""Thread count does not change a result: workflow/settings.yaml runs most CPU jobs at 1 thread
 and the base model at 2, and a run's id does not record its threads. The same training steps
 (CE-only and CE + SCE, the fine-tuning objective) and an evaluation forward at mini's width,
-in processes at 1 and at 2 threads, give bit-identical weights and logits."""
+in processes at 1 and at 2 threads, give the same weights and logits: bit-identical on the CPU
+the schedule was measured on (docs/bench/jobs-mini.md), equal to float32 rounding on others
+(on a 2-core Xeon of 2026-12-02 the bits differ: a reduction split over two threads adds in
+another order), so the test holds the tolerance, not the bits."""
 
 import subprocess
 import sys
+
+import numpy as np
 
 from lsa.config import load_config
 from lsa.pipeline import workflow_settings
 
 SCRIPT = r"""
-import hashlib, sys, torch
+import sys, torch
 from lsa.models import scratch_llama
 from lsa.train import Objective, compute_loss
 torch.set_num_threads(int(sys.argv[1]))
@@ -26,25 +31,28 @@ for objective, batch, l in [(Objective(l_train=128), 16, 128),
         opt.zero_grad()
 with torch.no_grad():
     logits = model(input_ids=torch.randint(0, 1024, (1, 512), generator=gen)).logits
-digest = hashlib.sha256()
-for p in model.parameters():
-    digest.update(p.detach().numpy().tobytes())
-digest.update(logits.numpy().tobytes())
-print(torch.get_num_threads(), digest.hexdigest())
+flat = torch.cat([p.detach().flatten() for p in model.parameters()] + [logits.flatten()])
+torch.save(flat, sys.argv[2])
+print(torch.get_num_threads())
 """
 
 
-def fingerprint(threads: int) -> tuple[int, str]:
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(threads)], capture_output=True,
-                         text=True, check=True)
-    used, digest = out.stdout.split()
-    return int(used), digest
+def fingerprint(threads: int, path) -> tuple[int, np.ndarray]:
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(threads), str(path)],
+                         capture_output=True, text=True, check=True)
+    import torch
+
+    return int(out.stdout.split()[0]), torch.load(path).numpy()
 
 
-def test_one_and_two_threads_give_the_same_bits():
-    (one, a), (two, b) = fingerprint(1), fingerprint(2)
+def test_one_and_two_threads_give_the_same_numbers(tmp_path):
+    (one, a), (two, b) = fingerprint(1, tmp_path / "1.pt"), fingerprint(2, tmp_path / "2.pt")
     assert (one, two) == (1, 2)  # the setting took effect
-    assert a == b
+    # float32 rounding, grown by four AdamW steps: AdamW moves a weight by up to lr (1e-3) per
+    # step whatever its gradient's size, so a rounding difference in a gradient near 0 can move
+    # a weight by a fraction of lr (on the 2-core Xeon: 96 % of the values differ in their last
+    # bits, by at most 3.0e-4)
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-3)
 
 
 def test_cpu_schedule_gives_the_base_model_both_cores_and_the_rest_one():

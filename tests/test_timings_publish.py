@@ -154,8 +154,9 @@ def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_
         "notebooks", "stamp.json"]
     results = (dest / "RESULTS.md").read_text()
     assert re.search(r"\| G1 +\| q +\| 1 \[0\.8, 1\.2\] +\| >= 0\.5 +\| pass +\|", results)
-    assert ("**1 claims of the paper**: 1 agrees, 0 disagrees, 0 inconclusive, 0 premise not met,"
-            " 0 not run; **1 of the project's controls and audits** (not verdicts on the paper):"
+    assert ("**1 claims of the paper**: 1 agrees, 0 disagrees, 0 smaller than the paper's effect,"
+            " 0 underpowered, 0 inconclusive, 0 premise not met, 0 not run; **1 of the project's"
+            " controls and audits** (not verdicts on the paper):"
             " 1 helps") in results
     # what moved: against the claims.csv of the snapshot it replaced
     assert "verdicts changed (2): T1.1 disagrees -> agrees, A1.1 agrees -> helps" in results

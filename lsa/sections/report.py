@@ -10,7 +10,14 @@ import pandas as pd
 
 from lsa import files, gates, paths
 from lsa.notebook import Setup
-from lsa.report import by_kind, claims_table, collect_claims, counts_sentence, verdict_counts
+from lsa.report import (
+    by_kind,
+    claims_table,
+    collect_claims,
+    counts_sentence,
+    verdict_counts,
+    verdicts_by_method,
+)
 from lsa.sections import Result
 
 
@@ -33,7 +40,8 @@ def analyse(setup: Setup) -> Result:
                      "transformers": info["packages"].get("transformers"),
                      "device": info["device"].get("platform")})
     return Result(tables={"gates": gates.gates_table(found_gates), "claims": table,
-                          "provenance": pd.DataFrame(rows)},
+                          "provenance": pd.DataFrame(rows),
+                          "verdicts_by_method": verdicts_by_method(table)},
                   metrics={"sections_found": found, "sections_missing": missing,
                            "verdicts": counts, "control_outcomes": control_counts,
                            "gates": [g.to_dict() for g in found_gates]})
@@ -45,8 +53,14 @@ def claims_by_kind(result: Result) -> list[tuple[str, pd.DataFrame]]:
 
 
 def counts_text(result: Result) -> str:
-    """The paper's claims by verdict, then the project's controls by outcome, counted apart."""
-    return counts_sentence(result.metrics["verdicts"], result.metrics["control_outcomes"])
+    """The paper's claims by verdict, then the project's controls by outcome, counted apart;
+    then the claims about each fine-tuning method by verdict (each rests on its own G3)."""
+    text = counts_sentence(result.metrics["verdicts"], result.metrics["control_outcomes"])
+    by_method = result.tables.get("verdicts_by_method")
+    if by_method is not None and len(by_method):
+        text += ("\n\nThe paper's claims about each fine-tuning method, by verdict (a method's "
+                 "claims rest on G1, G2 and its own G3):\n\n" + by_method.to_markdown(index=False))
+    return text
 
 
 def gallery(setup: Setup, result: Result) -> list[tuple[str, str, Path]]:
