@@ -238,6 +238,17 @@ def _timings(args) -> int:
     return 0
 
 
+def _power(args) -> int:
+    from lsa import analysis
+
+    runs = analysis.collect_runs(_load(args))
+    if runs.empty:
+        print("no finished fine-tuning runs: run the profile first", file=sys.stderr)
+        return 1
+    print(analysis.power_table(runs, args.alpha).to_markdown(index=False, floatfmt=".4g"))
+    return 0
+
+
 def _publish(args) -> int:
     from lsa.files import atomic_write_text
     from lsa.publish import NotPublishable, destination, publish, results_markdown
@@ -339,6 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record-since", type=float, help=argparse.SUPPRESS)  # make reproduce
     p.add_argument("--cores", default="?", help=argparse.SUPPRESS)
     p.set_defaults(func=_timings)
+    p = sub.add_parser("power", help="the seeds' power computation from a profile's finished "
+                       "runs: seed-to-seed spread of the paired NLL differences, and the seeds "
+                       "that resolve the paper's effect")
+    _profile_options(p)
+    p.add_argument("--alpha", type=float, default=0.1, help="the regularized runs' alpha")
+    p.set_defaults(func=_power)
     p = sub.add_parser("publish", help="copy a finished profile's report into docs/results/")
     _profile_options(p)
     p.add_argument("--results-only", action="store_true",

@@ -27,6 +27,7 @@ from lsa.stats import (
     paired_proportion_interval,
     resolution_text,
     resolve_verdict,
+    seeds_for_halfwidth,
     sign_verdict,
     two_level_interval,
     wilson_interval,
@@ -290,6 +291,29 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
                 f"{resolves} (margin: the paper's perplexity effect, {source})",
                 method=row.method))
     return [c.to_dict() for c in claims]
+
+
+def power_table(runs: pd.DataFrame, alpha: float = 0.1,
+                columns: tuple[str, ...] = ("nll_long", "nll_2x", "nll_4x")) -> pd.DataFrame:
+    """The power computation of the seeds (config/config.yaml, ``finetune.seeds`` and
+    ``method_seeds``): per method and column, the seed-to-seed standard deviation of the
+    paired differences (CE + alpha SCE - CE, nats), the paper's effect for the method
+    (``paper_effect_nats``), the half-width the measured seeds resolve and the seeds whose
+    95 % t interval reaches the paper's effect (``lsa.stats.seeds_for_halfwidth``)."""
+    runs = runs.assign(nll_long=np.log(runs["ppl_long"]))
+    rows = []
+    for column in columns:
+        if column not in runs:
+            continue
+        for row in paired_effect(runs, column, alpha).itertuples():
+            effect, source = paper_effect_nats(row.method)
+            enough = (seeds_for_halfwidth(row.noise, abs(effect))
+                      if math.isfinite(row.noise) else None)
+            rows.append({"method": row.method, "column": column, "seeds": row.seeds,
+                         "sd": row.noise, "half_width": (row.high - row.low) / 2,
+                         "paper_effect": effect, "effect_from": source,
+                         "seeds_needed": enough})
+    return pd.DataFrame(rows)
 
 
 def paper_table(runs: pd.DataFrame, alpha: float = 0.1) -> pd.DataFrame:

@@ -150,6 +150,21 @@ def resolution_text(low: float, high: float, effect: float | None, unit: str = "
     return text
 
 
+def seeds_for_halfwidth(sd: float, target: float, confidence: float = 0.95,
+                        most: int = 1000) -> int | None:
+    """The power computation of the seeds: the fewest seeds ``n`` (at least 2) whose paired t
+    interval, ``t(n-1) sd / sqrt(n)``, is no wider on each side than ``target`` (None beyond
+    ``most``)."""
+    from scipy import stats
+
+    if not (sd >= 0 and target > 0):
+        raise ValueError(f"sd = {sd}, target = {target}: need sd >= 0 and target > 0")
+    for n in range(2, most + 1):
+        if stats.t.ppf(0.5 + confidence / 2, df=n - 1) * sd / math.sqrt(n) <= target:
+            return n
+    return None
+
+
 def interval_verdict(interval: PairedInterval, paper_sign: int) -> str:
     """``sign_verdict`` of a paired seed interval (``not run`` without data)."""
     if math.isnan(interval.mean):

@@ -8,7 +8,7 @@ import pytest
 
 from lsa import analysis
 from lsa.runs import runs_of
-from lsa.stats import sign_verdict
+from lsa.stats import seeds_for_halfwidth, sign_verdict
 
 
 def runs(values):
@@ -280,3 +280,13 @@ def test_the_long_context_task_claim_is_judged_against_the_papers_effect():
     wide = claims["CE + 0.1 misalign improves the long-context task at 4x l_train: copy NLL "
                   "(eabf)"]
     assert wide["verdict"] == "underpowered" and "resolves +-" in wide["evidence"]
+
+
+def test_power_table_by_hand():
+    df = runs({("eabf", 0.0, 0): 100.0, ("eabf", 0.1, 0): 99.0,
+               ("eabf", 0.0, 1): 100.0, ("eabf", 0.1, 1): 97.0})
+    row = analysis.power_table(df, columns=("nll_long",)).iloc[0]
+    d = np.log([0.99, 0.97])
+    assert row["sd"] == pytest.approx(d.std(ddof=1))
+    assert row["paper_effect"] == pytest.approx(math.log(5.91 / 6.01))
+    assert row["seeds_needed"] == seeds_for_halfwidth(d.std(ddof=1), abs(math.log(5.91 / 6.01)))

@@ -153,3 +153,16 @@ def test_tost_and_the_interval_rule_agree():
         assert by_tost == by_interval
     assert stats.resolution_text(-0.02, 0.04, 0.017, " nats") == (
         "resolves +-0.03 nats (the paper's effect: 0.017 nats)")
+
+
+def test_seeds_for_halfwidth_by_hand():
+    # t(0.975, 2) = 4.303: 3 seeds resolve 4.303 * 0.01 / sqrt(3) = 0.0248
+    assert stats.seeds_for_halfwidth(0.01, 0.025) == 3
+    assert stats.seeds_for_halfwidth(0.01, 0.0248) == 4
+    assert stats.seeds_for_halfwidth(0.0, 0.01) == 2
+    # the numbers written into config/config.yaml from the 2-seed mini of b3da731 (nats)
+    assert [stats.seeds_for_halfwidth(sd, e) for sd, e in
+            [(0.074, 0.0400), (0.0247, 0.0168), (0.0119, 0.0086), (0.0048, 0.0400),
+             (0.0206, 0.0400)]] == [16, 11, 10, 3, 4]
+    with pytest.raises(ValueError):
+        stats.seeds_for_halfwidth(0.01, 0.0)
