@@ -62,9 +62,12 @@ def start(env):
     """`python -m lsa pipeline` as the leader of a new process group (LSA_FAULT_GROUP), with
     the environment's bin folder off PATH (not activated). One job at a time: with two at once
     (1-thread jobs, workflow/settings.yaml) a kill would also cut the job beside it at a point
-    the test does not choose, and where each run resumes from would depend on the timing."""
+    the test does not choose, and where each run resumes from would depend on the timing. The
+    limit is host memory (every job asks for 4000 MB), not cores: at 2 cores each job keeps the
+    threads it has in the uninterrupted run (the base model 2), and on a CPU where 1 and 2
+    threads round differently (tests/test_threads.py) the results stay comparable bit for bit."""
     script = (f'export {faults.GROUP_ENV}=$$; exec "$0" -m lsa pipeline --profile smoke '
-              "--cores 1")
+              "--cores 2 -- --resources mem_mb=4000")
     return subprocess.run(["bash", "-c", script, sys.executable], cwd=ROOT, env=env,
                           capture_output=True, text=True, start_new_session=True)
 
