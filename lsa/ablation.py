@@ -366,6 +366,36 @@ def exposure_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig, column:
                 evidence="vs CE-only", kind="control", words=MOVES)
 
 
+def far_context_methods(cfg: AblationConfig) -> list[str]:
+    """The methods whose far-context question is answered against the same-cost control: the
+    ablation method, then ``control_methods``."""
+    return list(dict.fromkeys([cfg.method, *cfg.control_methods]))
+
+
+def far_context_pairs(cfg: AblationConfig) -> list[tuple[str, str, str, str]]:
+    """Per method of ``far_context_methods``: CE + alpha SCE against the same-cost control (CE
+    on both windows), then against CE-only."""
+    a = cfg.alpha
+    return [(m, f"SCE {a:g}", m, base) for m in far_context_methods(cfg)
+            for base in ("CE (both windows)", "CE")]
+
+
+def far_context_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig) -> None:
+    """Item 4's question per method: does CE + alpha SCE raise the copy NLL (use the far
+    context less) against the same-cost control? The project's controls ("lowers" /
+    "raises"), after every other claim of the section, so their ids do not move the others."""
+    j = 0
+    for m in far_context_methods(cfg):
+        for far in [c for c in FAR_COLUMNS if c in set(eff["column"])]:
+            j += 1
+            out.add(f"A4.F{j}", f"CE + {cfg.alpha:g} x SCE against the same-cost control: its "
+                    f"effect on the copy NLL at {far[9:]} l_train (use of far context; {m})",
+                    "-", "?", eff, m, f"SCE {cfg.alpha:g}", f"{m} CE (both windows)", far,
+                    evidence="vs CE on both windows (the same sequences and forwards, no "
+                    "divergence); copy probes: the copied span's earlier occurrence in the "
+                    "far half of the window", kind="control", words=MOVES)
+
+
 def compute_arms(cfg: AblationConfig) -> list[tuple[str, float]]:
     """The two-window arms (divergence, alpha) item 5 meets with CE-only at more steps: SCE at
     ``alpha``, Jeffreys at ``robust_jeffreys_alpha``, then every arm of item 1 where it is run."""
@@ -515,10 +545,41 @@ def multiplicity_text(claims: list[dict[str, Any]]) -> str:
             "independent either. Read a single clear result with that in mind.")
 
 
-def far_context_text(eff: pd.DataFrame | None) -> str:
+def far_context_by_method(eff: pd.DataFrame | None) -> str:
+    """The far-context question per method (``far_context_pairs``' effects): CE + alpha SCE
+    against the same-cost control on the copy NLL at l_train, in words, with its interval;
+    "" without effects."""
+    if eff is None or eff.empty:
+        return ""
+    sel = eff[(eff["column"] == "nll_copy_1x") & eff["baseline"].str.endswith("(both windows)")]
+    if sel.empty:
+        return ""
+    lines, up = [], []
+    for row in sel.itertuples():
+        word = control_outcome(row.low, row.high, row.seeds, MOVES)
+        up += [row.method] if word == "raises" else []
+        lines.append(f"- **{row.method}**: {row.setting} against CE on both windows: {word} "
+                     f"({_effect_text(row)})")
+    answer = (f"Against the same-cost control, {row.setting} raises the copy NLL at l_train for "
+              f"{', '.join(up)}: there it teaches the model to use the far context less."
+              if up else f"Against the same-cost control, {row.setting} raises the copy NLL "
+              "at l_train for no method beyond the paired seed noise.")
+    return ("Per method, against the same-cost control (copy NLL at l_train; mean paired "
+            "difference over seeds, 95 % t interval):\n\n" + "\n".join(lines) + "\n\n"
+            + answer)
+
+
+def far_context_text(eff: pd.DataFrame | None, by_method: pd.DataFrame | None = None) -> str:
     """Does a regularizer teach the model to ignore far context? Per arm, its paired effect on
     the copy NLL (``far_columns``) against CE-only and the same-cost control, in words; then
-    whether Jeffreys (alignment alone) and SCE differ there."""
+    whether Jeffreys (alignment alone) and SCE differ there; then, with ``by_method``
+    (``far_context_pairs``' effects), the question per method (``far_context_by_method``)."""
+    per_method = far_context_by_method(by_method)
+    text = _far_context_arms(eff)
+    return f"{text}\n\n{per_method}" if per_method else text
+
+
+def _far_context_arms(eff: pd.DataFrame | None) -> str:
     sel = (eff[eff["column"].isin(FAR_COLUMNS)] if eff is not None
            else pd.DataFrame())
     judged = sel[(sel["column"] == "nll_copy_1x") & (sel["seeds"] >= 2)] if len(sel) else sel

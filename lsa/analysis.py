@@ -28,7 +28,6 @@ from lsa.stats import (
     resolution_text,
     resolve_verdict,
     seeds_for_halfwidth,
-    sign_verdict,
     two_level_interval,
     wilson_interval,
 )
@@ -703,37 +702,45 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
             at = f"{multiple}x the training window"
             ident = f"len{multiple}x"
             rule = "average over tasks; paper 4K/8K/16K = 1x/2x/4x its training window"
+        effect = None
         if key:
             ce, reg = paper(f"table6/{key}/ce"), paper(f"table6/{key}/a0.1")
-            text, grade = f"{ce.value} -> {reg.value} ({reg.value - ce.value:+.1f})", reg.grade
+            effect = reg.value - ce.value
+            text, grade = f"{ce.value} -> {reg.value} ({effect:+.1f})", reg.grade
         elif evaluate:
             text, grade = "not one of the paper's lengths (expected gain)", "?"
         else:
             text, grade = "beyond the paper's lengths (expected gain)", "?"
         claims.append(Claim(
             f"S5.4.{ident}", section,
-            f"CE + {alpha:g} misalign raises BABILong accuracy at {at}", text, grade, ours(row),
-            sign_verdict(row["ci_low"], row["ci_high"], +1),  # type: ignore[arg-type]
-            f"{rule}; a verdict only when the {interval} excludes 0"))
+            f"CE + {alpha:g} misalign raises BABILong accuracy at {at}", text, grade,
+            ours(row), resolve_verdict(row["ci_low"], row["ci_high"], +1, effect),
+            f"{rule}; a verdict only when the {interval} excludes 0, else what it rules out: "
+            f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}"))
     if not depth.empty:
         by_depth = paired_accuracy(depth, [*groups, "depth"], alpha, level)
         lengths = depth.groupby(groups)["length"].max() if groups else None
         for row in by_depth.to_dict(orient="records"):
             pct_depth = int(round(100 * row["depth"]))
             key = f"depth{pct_depth}"
+            effect = None
             if f"table7/ce/{key}" in PAPER:
                 ce, reg = paper(f"table7/ce/{key}"), paper(f"table7/a0.1/{key}")
-                text, grade = f"{ce.value} -> {reg.value} ({reg.value - ce.value:+d})", ce.grade
+                effect = reg.value - ce.value
+                text, grade = f"{ce.value} -> {reg.value} ({effect:+d})", ce.grade
             else:
                 text, grade = "not in the paper's table", "?"
             if pct_depth == 0:
                 verdict = equivalence_verdict(row["ci_low"], row["ci_high"], 5.0)
                 what = "comparable at depth 0 % (early context not ignored)"
-                rule = "comparable = the interval within +-5 points"
+                rule = ("comparable = the interval within +-5 points; beyond them: disagrees; "
+                        "across a margin: underpowered")
+                effect = 5.0
             else:
-                verdict = sign_verdict(row["ci_low"], row["ci_high"], +1)
+                verdict = resolve_verdict(row["ci_low"], row["ci_high"], +1, effect)
                 what = f"better at depth {pct_depth} %"
-                rule = "agrees = the interval above 0"
+                rule = ("agrees = the interval above 0; across 0, held against the paper's "
+                        "difference")
             ident, words = _model(row)
             if evaluate:
                 length = int(lengths[tuple(row[g] for g in groups)])  # type: ignore[index]
@@ -741,7 +748,8 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
                 rule = f"{rule}; the paper's Table 7 is at 16384 tokens"
             claims.append(Claim(
                 f"S5.4.{ident}depth{pct_depth}", section,
-                f"QA1 with CE + {alpha:g} misalign: {what}",
-                text, grade, ours(row), verdict,  # type: ignore[arg-type]
-                f"{rule}; {interval}"))
+                f"QA1 with CE + {alpha:g} misalign: {what}", text, grade, ours(row),
+                verdict,  # type: ignore[arg-type]
+                f"{rule}; {interval}; "
+                f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}"))
     return [c.to_dict() for c in claims]

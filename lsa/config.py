@@ -366,6 +366,11 @@ class AblationConfig(StrictConfig):
                                            help="divergence: alphas of CE + alpha Jeffreys")
     entropy_alphas: list[float] = setting(factory=lambda: [0.1], unique=True, each_ge=0.0,
                                           help="divergence: alphas of CE + alpha (H(p) + H(q))")
+    control_methods: list[Method] = setting(
+        factory=list,
+        help="exposure: further methods whose far-context question (does CE + alpha SCE raise "
+             "the copy NLL?) is answered against the same-cost control: CE-only, CE on both "
+             "windows and CE + alpha SCE for each at the ablation seeds; [] only `method`")
     sweep_methods: list[Method] = setting(factory=lambda: ["clex", "pi"], unique=True,
                                           help="alpha_sweep: methods")
     sweep_alphas: list[float] = setting(factory=lambda: [0.0, 0.1, 0.3, 0.5, 1.0], unique=True,
@@ -406,6 +411,8 @@ class AblationConfig(StrictConfig):
                                  "'none')")
         if len(set(self.base_seeds)) != len(self.base_seeds):
             self._fail("base_seeds", "must not repeat a seed")
+        if len(set(self.control_methods)) != len(self.control_methods):
+            self._fail("control_methods", "must not repeat a method")
 
 ProbeRope = Literal["pi", "ntk", "yarn", "dynamic", "abf"]
 

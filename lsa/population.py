@@ -40,7 +40,14 @@ from lsa.analysis import final_ce, measured_row, setting_label
 from lsa.config import PipelineConfig
 from lsa.report import Claim, paper
 from lsa.runs import runs_of
-from lsa.stats import p_text, sign_verdict, wilson_interval
+from lsa.stats import (
+    UNDERPOWERED,
+    p_text,
+    resolution_text,
+    resolve_verdict,
+    sign_verdict,
+    wilson_interval,
+)
 
 PREDICTORS = {"misalignment": "L_misalign (SCE, paper)", "train_loss": "CE at l_train",
               "train_loss_logged": "the run's logged CE at its end (probes: CE at l_train)",
@@ -347,6 +354,35 @@ def leave_one_out(table: pd.DataFrame, score: str, predictor: str = "misalignmen
     return pd.DataFrame(rows)
 
 
+def unit_influence(table: pd.DataFrame, score: str, *, n_resamples: int = 2000, seed: int = 0
+                   ) -> pd.DataFrame:
+    """Audit 5: each primary unit left out in turn, the two results one unit far from the rest
+    could make alone (the untouched base model, say): the Pearson r of the misalignment with
+    ``score`` (T1.1) and the signed difference of the Jeffreys part's and the entropy's
+    correlations (T1.4), each with its bootstrap interval on the rest and its shift from the
+    fit on every unit (``shift``). Empty below 6 units."""
+    cols = ["unit", "kind", "statistic", "value", "low", "high", "shift", "n"]
+    if len(table) < 6:
+        return pd.DataFrame(columns=cols)
+    full = {"r(misalignment)": stats.correlation_interval(
+        table["misalignment"], table[score], n_resamples=n_resamples, seed=seed)[0],
+        "jeffreys - entropy": stats.compare_predictors(
+            table, "jeffreys", "entropy", score, n_resamples=n_resamples, seed=seed).difference}
+    rows = []
+    for i in range(len(table)):
+        rest = table.drop(index=table.index[i])
+        r, low, high = stats.correlation_interval(rest["misalignment"], rest[score],
+                                                  n_resamples=n_resamples, seed=seed)
+        c = stats.compare_predictors(rest, "jeffreys", "entropy", score,
+                                     n_resamples=n_resamples, seed=seed)
+        unit, kind = table["unit"].iloc[i], table["kind"].iloc[i]
+        for name, value, lo, hi in (("r(misalignment)", r, low, high),
+                                    ("jeffreys - entropy", c.difference, c.low, c.high)):
+            rows.append({"unit": unit, "kind": kind, "statistic": name, "value": value,
+                         "low": lo, "high": hi, "shift": value - full[name], "n": len(rest)})
+    return pd.DataFrame(rows, columns=cols)
+
+
 def within_method(table: pd.DataFrame, score: str,
                   predictors: tuple[str, ...] = ("misalignment", "train_loss")) -> pd.DataFrame:
     """Within each method that has three or more units: the least-squares slope of ``score``
@@ -456,11 +492,15 @@ def narrative(primary: pd.DataFrame, rows: pd.DataFrame, score: str) -> str:
 
 def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
            loo: pd.DataFrame, ranking: dict[str, Any] | None, score: str,
-           n_permutations: int = 2000) -> list[dict[str, Any]]:
+           n_permutations: int = 2000, influence: pd.DataFrame | None = None
+           ) -> list[dict[str, Any]]:
     """The Section 4.1 claims on one score (Pearson, as the paper) over one population of
-    units, with computed verdicts: a correlation agrees when its bootstrap interval excludes 0
-    on the paper's side; "predicts better" is signed: the predictor must point the paper's
-    way (else disagrees), and the interval of the signed difference must exclude 0."""
+    units, with computed verdicts in ``lsa.stats.resolve_verdict``'s words: a correlation
+    agrees when its bootstrap interval excludes 0 on the paper's side; one whose interval
+    holds 0 is "smaller than the paper's effect" when it lies inside +-|the paper's r|, else
+    underpowered. "Predicts better" is signed: the predictor must point the paper's way (else
+    disagrees), and the interval of the signed difference is held against the paper's
+    difference of the two correlations."""
     out: list[Claim] = []
     if rows.empty:
         return []
@@ -472,34 +512,42 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
         out.append(Claim("T1.1", "Sec. 4.1", "The misalignment correlates negatively with the "
                          "long-context score", f"r = {mis.value} (7 models, LongBench-E)",
                          mis.grade, _corr_text(row, n_permutations),
-                         sign_verdict(row["low"], row["high"], -1),  # type: ignore[arg-type]
-                         f"score: {label}; 95 % bootstrap interval over units"))
+                         resolve_verdict(row["low"], row["high"], -1, mis.value),
+                         f"score: {label}; 95 % bootstrap interval over units; "
+                         + resolution_text(row["low"], row["high"], mis.value)))
     if "train_loss" in pear.index:
         row = pear.loc["train_loss"].to_dict()
         out.append(Claim("T1.2", "Sec. 4.1", "The training loss correlates negatively with the "
                          "score", f"r = {ce.value}", ce.grade, _corr_text(row, n_permutations),
-                         sign_verdict(row["low"], row["high"], -1),  # type: ignore[arg-type]
-                         "training loss = CE at l_train on the training books"))
+                         resolve_verdict(row["low"], row["high"], -1, ce.value),
+                         "training loss = CE at l_train on the training books; "
+                         + resolution_text(row["low"], row["high"], ce.value)))
 
-    def signed(c) -> tuple[str, str]:
+    def signed(c, effect: float | None = None) -> tuple[str, str]:
         text = (f"r {c['r_better']:+.2f} vs {c['r_worse']:+.2f}; signed difference "
                 f"{c['difference']:+.2f} [{c['low']:+.2f}, {c['high']:+.2f}], n = {c['n']}")
         if not c["right_sign"]:  # a disagreement when its own interval is on the wrong side
             own = pear.loc[c["better"]] if c["better"] in pear.index else None
             clear = own is not None and own["low"] > 0
-            return ("disagrees" if clear else "inconclusive"), text + (
-                f" ({c['better']} points the wrong way"
-                + (", its interval clear of 0)" if clear else ", within its interval)"))
-        return sign_verdict(c["low"], c["high"], +1), text
+            text += (f" ({c['better']} points the wrong way"
+                     + (", its interval clear of 0)" if clear else ", within its interval)"))
+            if clear:
+                return "disagrees", text
+        verdict = (resolve_verdict(c["low"], c["high"], +1, effect) if effect is not None
+                   else sign_verdict(c["low"], c["high"], +1))
+        if verdict == "agrees" and not c["right_sign"]:  # no credit for a wrong sign's size
+            verdict = UNDERPOWERED if effect is not None else "inconclusive"
+        return verdict, text
 
     c = _comparison(comp, score, "misalignment", "train_loss")
-    if c is not None:
-        verdict, text = signed(c)
+    if c is not None:  # the paper's difference of the two correlations: -0.55 - (-0.85)
+        effect = ce.value - mis.value
+        verdict, text = signed(c, effect)
         out.append(Claim("T1.3", "Sec. 4.1", "The misalignment predicts the score better than "
                          "the training loss", f"r {mis.value} vs {ce.value}", mis.grade, text,
                          verdict,  # type: ignore[arg-type]
                          "difference of the correlations in the paper's direction (negative); "
-                         "bootstrap over units"))
+                         "bootstrap over units; " + resolution_text(c["low"], c["high"], effect)))
     # T1.4-T1.6 are the project's audits (the paper states no number for them): controls,
     # with outcome words, counted apart from the paper's claims
     c = _comparison(comp, score, "jeffreys", "entropy")
@@ -541,10 +589,49 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
                          f"{worst['left_out']}: r = {worst['r']:+.2f} [{worst['low']:+.2f}, "
                          f"{worst['high']:+.2f}]", outcome,  # type: ignore[arg-type]
                          "passes when every interval is below 0", kind="control"))
+    if influence is not None and not influence.empty:
+        out.append(_influence_claim(influence, pear, comp, score))
     return [c.to_dict() for c in out]
+
+
+def _side(low: float, high: float) -> int:
+    """-1 / +1: the interval lies below / above 0; 0: it holds 0 (or is undefined)."""
+    return -1 if high < 0 else 1 if low > 0 else 0
+
+
+def _influence_claim(influence: pd.DataFrame, pear: pd.DataFrame, comp: pd.DataFrame,
+                     score: str) -> Claim:
+    """T1.8 (audit 5): does one unit carry T1.1 or T1.4? It passes when no unit left out moves
+    either interval to another side of 0 than the fit on every unit has."""
+    full = {}
+    if "misalignment" in pear.index:
+        full["r(misalignment)"] = pear.loc["misalignment"]
+    if (c := _comparison(comp, score, "jeffreys", "entropy")) is not None:
+        full["jeffreys - entropy"] = c
+    parts, flips = [], []
+    for name, row in full.items():
+        sub = influence[influence["statistic"] == name]
+        if sub.empty:
+            continue
+        side = _side(row["low"], row["high"])
+        moved = sub[[_side(lo, hi) != side for lo, hi in zip(sub["low"], sub["high"])]]
+        flips += [f"{name} without {u}" for u in moved["unit"]]
+        top = sub.loc[sub["shift"].abs().idxmax()]
+        parts.append(f"{name}: largest shift without {top['unit']} ({top['kind']}): "
+                     f"{top['value']:+.2f} [{top['low']:+.2f}, {top['high']:+.2f}] "
+                     f"({top['shift']:+.2f}); {len(moved)} of {len(sub)} fits change side")
+    outcome = "fails" if flips else "passes"
+    if flips:
+        parts.append("changed by: " + ", ".join(flips[:6]) + (" ..." if len(flips) > 6 else ""))
+    return Claim("T1.8", "Sec. 4.1 (audit 5)", "No single unit carries the correlation (T1.1) "
+                 "or the alignment part's lead (T1.4)", "not tested", "?", "; ".join(parts),
+                 outcome,  # type: ignore[arg-type]
+                 "each unit left out in turn; passes when no fit's interval changes its side "
+                 "of 0 (below, across, above) from the fit on every unit", kind="control")
 
 
 __all__ = ["PREDICTORS", "population_table", "units", "views", "composition", "main_score",
            "decomposition", "within_method", "narrative",
            "scores", "table1", "comparisons", "partial_rows", "top1_by_l_extra",
-           "leave_one_out", "noise_text", "claims", "pearson_rows", "pearson", "r_text"]
+           "leave_one_out", "unit_influence", "noise_text", "claims", "pearson_rows", "pearson",
+           "r_text"]

@@ -427,9 +427,11 @@ def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
                       for d, alphas in (("sce", ab.l_extra_alphas),
                                         ("jeffreys", ab.l_extra_jeffreys_alphas))
                       for a in alphas for x in ab.l_extra_settings]
-        if "exposure" in ab.items:
-            specs += [make_run(m, 0.0, seed), make_run(m, 0.0, seed, ce_on="both"),
-                      make_run(m, ab.alpha, seed)]
+        if "exposure" in ab.items:  # for the ablation method, then each control method
+            specs += [spec for method in dict.fromkeys([m, *ab.control_methods])
+                      for spec in (make_run(method, 0.0, seed),
+                                   make_run(method, 0.0, seed, ce_on="both"),
+                                   make_run(method, ab.alpha, seed))]
         if "compute" in ab.items:
             specs += [make_run(m, 0.0, seed), make_run(m, ab.alpha, seed)]
             specs += [make_run(m, 0.0, seed, steps=n) for n in ab.compute_steps]

@@ -186,12 +186,13 @@ def majority_verdict(wins: int, total: int, mean_better: bool) -> str:
 
 def equivalence_verdict(low: float, high: float, margin: float) -> str:
     """For a paper claim of "comparable": ``agrees`` when the interval lies within +-margin,
-    ``disagrees`` when it lies wholly beyond it, ``inconclusive`` otherwise."""
+    ``disagrees`` when it lies wholly beyond it, ``underpowered`` otherwise (it holds a margin:
+    too wide to tell)."""
     if -margin <= low and high <= margin:
         return "agrees"
     if low > margin or high < -margin:
         return "disagrees"
-    return "inconclusive"
+    return UNDERPOWERED
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,6 +311,15 @@ class Correlation:
         return asdict(self)
 
 
+def correlation_interval(x, y, method: Method = "pearson", *, n_resamples: int = 2000,
+                         seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
+    """``(r, low, high)``: one correlation with its bootstrap interval over the pairs (rows
+    with a missing value dropped), without ``correlation``'s permutation test."""
+    x, y = _clean(x, y)
+    corr = _corr(method)
+    return (corr(x, y), *_bootstrap_ci(corr, (x, y), n_resamples, seed, confidence))
+
+
 def correlation(x, y, method: Method = "pearson", *, n_resamples: int = 2000,
                 n_permutations: int = 2000, seed: int = 0, confidence: float = 0.95,
                 predictor: str = "x", score: str = "y") -> Correlation:
@@ -322,8 +332,8 @@ def correlation(x, y, method: Method = "pearson", *, n_resamples: int = 2000,
     if n < 3:
         raise ValueError(f"{predictor} vs {score}: {n} models with both values; need >= 3")
     corr = _corr(method)
-    r = corr(x, y)
-    low, high = _bootstrap_ci(corr, (x, y), n_resamples, seed, confidence)
+    r, low, high = correlation_interval(x, y, method, n_resamples=n_resamples, seed=seed,
+                                        confidence=confidence)
     perm = stats.permutation_test((x, y), corr, permutation_type="pairings", vectorized=False,
                                   n_resamples=n_permutations, alternative="two-sided",
                                   random_state=np.random.default_rng(seed + 1))

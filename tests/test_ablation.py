@@ -341,3 +341,47 @@ def test_every_two_window_comparison_meets_its_same_cost_control():
     assert [c.id for c in fair] == ["A2.1", "A2.3", "A6.4"]
     assert all(c.kind == "control" and "same cost" in c.evidence for c in fair)
     assert out.claims[5].kind == "paper"  # A6.1: the paper's claim, against CE-only
+
+
+def test_the_far_context_question_per_method_against_the_same_cost_control():
+    from lsa.config import AblationConfig
+
+    cfg = AblationConfig(items=["exposure"], method="eabf", seeds=[0, 1, 2],
+                         control_methods=["clex", "eabf"])
+    assert ablation.far_context_methods(cfg) == ["eabf", "clex"]  # the ablation method first
+    assert ablation.far_context_pairs(cfg) == [
+        ("eabf", "SCE 0.1", "eabf", "CE (both windows)"), ("eabf", "SCE 0.1", "eabf", "CE"),
+        ("clex", "SCE 0.1", "clex", "CE (both windows)"), ("clex", "SCE 0.1", "clex", "CE")]
+    rows = []
+    for seed, (up, flat) in enumerate(((0.30, 0.05), (0.20, -0.05), (0.25, 0.02))):
+        for m, shift in (("eabf", up), ("clex", flat)):
+            for setting, v in (("CE", 2.0), ("CE (both windows)", 2.0), ("SCE 0.1", 2.0 + shift)):
+                rows.append({"method": m, "setting": setting, "seed": seed,
+                             "nll_copy_1x": v + 0.1 * seed, "nll_copy_2x": v})
+    eff = ablation.effects(pd.DataFrame(rows), ablation.far_context_pairs(cfg),
+                           ["nll_copy_1x", "nll_copy_2x"])
+    row = eff[(eff["method"] == "eabf") & (eff["baseline"] == "eabf CE (both windows)")
+              & (eff["column"] == "nll_copy_1x")].iloc[0]
+    assert row.delta == pytest.approx(0.25) and row.seeds == 3  # the mean of +0.30 +0.20 +0.25
+    out = ablation.Claims()
+    ablation.far_context_claims(out, eff, cfg)
+    claims = {c.id: c for c in out.claims}
+    assert list(claims) == ["A4.F1", "A4.F2", "A4.F3", "A4.F4"]
+    assert claims["A4.F1"].verdict == "raises" and claims["A4.F1"].method == "eabf"
+    assert claims["A4.F3"].verdict == "unclear" and claims["A4.F3"].method == "clex"
+    assert claims["A4.F1"].kind == "control"
+    text = ablation.far_context_text(None, eff)
+    assert "for eabf: there it teaches the model" in text
+    assert "**clex**: SCE 0.1 against CE on both windows: unclear" in text
+    assert ablation.far_context_by_method(None) == ""
+
+
+def test_control_methods_add_each_methods_same_cost_control_to_the_plan():
+    from lsa.config import load_config
+    from lsa.runs import ablation_specs
+
+    pipe = load_config(profile="smoke", overrides={"profiles": {"smoke": {"ablation": {
+        "items": ["exposure"], "seeds": [0, 1], "control_methods": ["yarn"]}}}})
+    names = {s.name for s in ablation_specs(pipe.ablation)}
+    assert {"yarn_a0_s1", "yarn_a0_s1_ceboth", "yarn_a0.1_s1"} <= names
+    assert {f"{pipe.ablation.method}_a0_s0_ceboth"} <= names

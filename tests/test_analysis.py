@@ -78,7 +78,9 @@ def test_babilong_tables_and_claims_by_hand():
     # 8 answers per cell: the intervals are too wide for a verdict (tests/test_babilong.py)
     assert claims["S5.4.gate.qa1"]["verdict"] == "unclear"  # 50 %, Wilson 22-78 %
     assert claims["S5.4.gate.qa1"]["kind"] == "control"  # a sanity check, not the paper's
-    assert claims["S5.4.len2x"]["verdict"] == "inconclusive"     # +25 points, CI -12 to +52
+    # +25 points, CI -12 to +52, against the paper's +2.0: far too wide to tell
+    assert claims["S5.4.len2x"]["verdict"] == "underpowered"
+    assert "(the paper's effect: 2 points)" in claims["S5.4.len2x"]["evidence"]
     assert "42.4 -> 44.4" in claims["S5.4.len2x"]["paper"]
 
 
@@ -236,18 +238,18 @@ def test_evaluate_design_claims_map_the_paper_by_absolute_length(evaluated):
     assert "48.2 -> 49.1" in at4k["paper"] and "0.5x the training window" in at4k["evidence"]
     # one finished seed per model: no seed-level interval, so no verdict (the answers-only
     # interval is shown beside it)
-    assert at4k["verdict"] == "inconclusive" and "+25.0 points" in at4k["ours"]
+    assert at4k["verdict"] == "underpowered" and "+25.0 points" in at4k["ours"]
     assert "one seed: no seed-level interval; answers alone" in at4k["ours"]
     assert "37.9 -> 40.1" in claims["S5.4.clex-8192.len16384"]["paper"]
     pi8k = claims["S5.4.pi-4096.len8192"]
-    assert "42.4 -> 44.4" in pi8k["paper"] and pi8k["verdict"] == "inconclusive"
+    assert "42.4 -> 44.4" in pi8k["paper"] and pi8k["verdict"] == "underpowered"
     assert "pi trained at 4096 tokens" in pi8k["claim"]
     # 100 prompts x 2 tasks: 50 % and 75 % are clear of chance + 10 (qa1: 26.7 %)
     assert claims["S5.4.clex-8192.gate.qa1"]["verdict"] == "passes"
     assert "at 8192 tokens" in claims["S5.4.clex-8192.gate.qa1"]["claim"]
     assert claims["S5.4.pi-4096.gate.qa2"]["verdict"] == "passes"
-    assert claims["S5.4.clex-8192.depth0"]["verdict"] == "inconclusive"   # one seed
-    assert claims["S5.4.pi-4096.depth50"]["verdict"] == "inconclusive"
+    assert claims["S5.4.clex-8192.depth0"]["verdict"] == "underpowered"   # one seed
+    assert claims["S5.4.pi-4096.depth50"]["verdict"] == "underpowered"
     assert "38" in claims["S5.4.pi-4096.depth50"]["paper"]
     assert not any(k.startswith(("S5.4.len", "S5.4.gate", "S5.4.depth")) for k in claims)
 

@@ -175,3 +175,57 @@ def test_leave_one_out_by_method_and_by_kind():
                                                    None, "score_4x", 200)}["T1.7"]
     assert claim["verdict"] == "passes" and "4 leaving one method out, 3 leaving one kind" \
         in claim["ours"]
+
+
+def test_unit_influence_leaves_each_unit_out_and_shifts_from_the_full_fit():
+    t = models(12).assign(unit=[f"u{i}" for i in range(12)], kind="probe")
+    t.loc[11, "score_4x"] = 5.0  # one unit far from the line
+    inf = population.unit_influence(t, "score_4x", n_resamples=200)
+    assert len(inf) == 24 and set(inf["statistic"]) == {"r(misalignment)", "jeffreys - entropy"}
+    assert (inf["n"] == 11).all()
+    r = inf[inf["statistic"] == "r(misalignment)"].set_index("unit")
+    full = np.corrcoef(t["misalignment"], t["score_4x"])[0, 1]
+    assert r.loc["u11", "value"] == pytest.approx(-1.0)  # the rest lie on the line
+    assert r.loc["u11", "shift"] == pytest.approx(-1.0 - full)
+    assert r["shift"].abs().idxmax() == "u11"
+    rest = t.drop(index=3)  # one by hand: the signed difference of the parts without u3
+    by_hand = -(np.corrcoef(rest["jeffreys"], rest["score_4x"])[0, 1]
+                - np.corrcoef(rest["entropy"], rest["score_4x"])[0, 1])
+    d = inf[inf["statistic"] == "jeffreys - entropy"].set_index("unit")
+    assert d.loc["u3", "value"] == pytest.approx(by_hand)
+    assert population.unit_influence(t.head(5), "score_4x").empty
+
+
+def test_the_influence_audit_fails_when_one_unit_moves_an_interval_across_0():
+    rows = pd.DataFrame([{"predictor": "misalignment", "method": "pearson", "score": "s",
+                          "r": -0.6, "low": -0.9, "high": -0.2, "p_permutation": 0.01, "n": 12}])
+    inf = pd.DataFrame([
+        {"unit": "base", "kind": "base model", "statistic": "r(misalignment)", "value": -0.3,
+         "low": -0.7, "high": 0.1, "shift": 0.3, "n": 11},
+        {"unit": "pi CE", "kind": "fine-tuning run", "statistic": "r(misalignment)",
+         "value": -0.62, "low": -0.9, "high": -0.25, "shift": -0.02, "n": 11}])
+    claims = {c["id"]: c for c in population.claims(rows, pd.DataFrame(), pd.DataFrame(),
+                                                    pd.DataFrame(), None, "s", 200, inf)}
+    assert claims["T1.8"]["verdict"] == "fails" and claims["T1.8"]["kind"] == "control"
+    assert "largest shift without base (base model)" in claims["T1.8"]["ours"]
+    assert "r(misalignment) without base" in claims["T1.8"]["ours"]
+    steady = inf.assign(low=-0.8, high=-0.1)
+    claims = {c["id"]: c for c in population.claims(rows, pd.DataFrame(), pd.DataFrame(),
+                                                    pd.DataFrame(), None, "s", 200, steady)}
+    assert claims["T1.8"]["verdict"] == "passes" and "0 of 2 fits change side" \
+        in claims["T1.8"]["ours"]
+
+
+@pytest.mark.parametrize("low, high, verdict", [
+    (-0.95, -0.3, "agrees"), (-0.6, 0.3, "smaller than the paper's effect"),
+    (-0.93, 0.03, "underpowered"), (0.1, 0.5, "disagrees")])
+def test_table1_correlations_are_held_against_the_papers_r(low, high, verdict):
+    """T1.1 against the paper's r = -0.85: an interval across 0 inside +-0.85 rules it out;
+    the published mini's [-0.93, +0.03] does not."""
+    rows = pd.DataFrame([{"predictor": "misalignment", "method": "pearson", "score": "s",
+                          "r": (low + high) / 2, "low": low, "high": high,
+                          "p_permutation": 0.05, "n": 33}])
+    (claim,) = population.claims(rows, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), None,
+                                 "s", 200)
+    assert claim["id"] == "T1.1" and claim["verdict"] == verdict
+    assert "(the paper's effect: 0.85)" in claim["evidence"]

@@ -127,7 +127,7 @@ def test_one_verdict_rule_with_one_sign_convention(low, high, sign, n, verdict):
 def test_equivalence_verdict():
     assert stats.equivalence_verdict(-2.0, 3.0, 5.0) == "agrees"
     assert stats.equivalence_verdict(6.0, 9.0, 5.0) == "disagrees"
-    assert stats.equivalence_verdict(-2.0, 7.0, 5.0) == "inconclusive"
+    assert stats.equivalence_verdict(-2.0, 7.0, 5.0) == stats.UNDERPOWERED
 
 
 @pytest.mark.parametrize("low, high, effect, verdict", [

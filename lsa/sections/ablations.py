@@ -65,6 +65,12 @@ def analyse(setup: Setup) -> Result:
         eff = ablation.effects(runs, pairs(cfg), cols)
         result.tables[f"effects_{item}"] = eff
         claims(out, eff, cfg, long)
+    far = None
+    if "exposure" in cfg.items:  # item 4's question per method, against the same-cost control
+        far = ablation.effects(runs, ablation.far_context_pairs(cfg), ablation.far_columns(runs))
+        result.tables["effects_far_context"] = far
+        if len(far):
+            ablation.far_context_claims(out, far, cfg)
     result.claims += [c.to_dict() for c in out.claims]
     bases = None
     if cfg.base_seeds:  # the core comparisons on every base model (no further claims)
@@ -75,7 +81,7 @@ def analyse(setup: Setup) -> Result:
     divergence = result.tables.get("effects_divergence")
     result.metrics = {"items": list(cfg.items), "runs": runs.to_dict(orient="records"),
                       "closing": ablation.closing_text(divergence, long),
-                      "far_context": ablation.far_context_text(divergence),
+                      "far_context": ablation.far_context_text(divergence, far),
                       "bases": ablation.bases_text(bases, base_gains(pipe)),
                       "multiplicity": ablation.multiplicity_text(result.claims)}
     result = with_premise(setup, result)

@@ -17,7 +17,7 @@ from lsa.stats import p_text
 
 TABLES = ["population", "composition", "units_primary", "table1", "table1_views",
           "comparisons", "audit_parts", "audit_partial", "audit_top1", "audit_leave_one_out",
-          "decomposition", "within_method"]
+          "audit_influence", "decomposition", "within_method"]
 #: the columns population.csv starts with (one row per model); every predictor and score follow
 POPULATION_FIRST = ["model", "unit", "kind", "trained_on", "excluded", "group", "method",
                     "setting", "alpha", "seed"]
@@ -66,13 +66,14 @@ def analyse(setup: Setup) -> Result:
     top1 = population.top1_by_l_extra(pipe, chosen)
     loo = (population.leave_one_out(primary, main, **kw) if len(primary) >= 5
            else pd.DataFrame())
+    influence = population.unit_influence(primary, main, **kw)
     claims = population.claims(pd.concat([rows, parts], ignore_index=True), comp, partial,
-                               loo, ranking, main, cfg.bootstrap)
+                               loo, ranking, main, cfg.bootstrap, influence)
     ordered = table[[c for c in POPULATION_FIRST if c in table]
                     + [c for c in table.columns if c not in POPULATION_FIRST]] \
         if len(table) else table
     tables = dict(zip(TABLES, [ordered, population.composition(table), primary, rows, by_view,
-                               comp, parts, partial, top1, loo,
+                               comp, parts, partial, top1, loo, influence,
                                population.decomposition(pipe, primary),
                                population.within_method(primary, main)]))
     excluded = sorted(table.loc[table["excluded"], "model"]) if len(table) else []
@@ -147,6 +148,31 @@ def figure_l2_sce(setup: Setup, result: Result):
     ax.set(xlabel="L2 distance ||p - q||", ylabel="SCE (L_misalign, nats)")
     plots.axes_legend_outside(ax, "model")
     save_figure(setup, result, fig, "fig_audit_l2_sce")
+    return fig
+
+
+def figure_influence(setup: Setup, result: Result):
+    """Audit 5: T1.1's r and T1.4's signed difference with each unit left out in turn, against
+    the fit on every unit (None without the table)."""
+    table = result.tables["audit_influence"]
+    if not len(table):
+        return None
+    stats_ = list(dict.fromkeys(table["statistic"]))
+    fig, axes = plots.plt.subplots(1, len(stats_), figsize=(5 * len(stats_), 0.2 * len(
+        table) / len(stats_) + 1.5), sharey=True, squeeze=False)
+    for ax, name in zip(axes[0], stats_):
+        sub = table[table["statistic"] == name].reset_index(drop=True)
+        ax.errorbar(sub["value"], sub.index, xerr=[sub["value"] - sub["low"],
+                                                    sub["high"] - sub["value"]],
+                    fmt="o", ms=3, capsize=2, color="tab:blue")
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.axvline((sub["value"] - sub["shift"]).iloc[0], color="black", ls="--", lw=0.8)
+        ax.set(xlabel=f"{name} without the unit\n(dashed: every unit; 95 % interval)",
+               yticks=sub.index, yticklabels=sub["unit"])
+    axes[0][0].invert_yaxis()  # the shared y axis: once, the first unit on top
+    axes[0][0].set_ylabel("unit left out")
+    fig.tight_layout()
+    save_figure(setup, result, fig, "fig_audit_influence")
     return fig
 
 
