@@ -34,7 +34,7 @@ from lsa import stats
 from lsa.analysis import DIVERGENCE_LABELS
 from lsa.config import AblationConfig
 from lsa.report import Claim, fmt, paper
-from lsa.stats import resolution_text, resolve_verdict
+from lsa.stats import HELPS, MOVES, control_outcome, resolution_text, resolve_verdict
 
 SECTION = "Sec. 5.3"
 ITEMS = {
@@ -100,23 +100,6 @@ def _effect_text(row: Any, ppl: Any = None) -> str:
     if ppl is not None:
         text += f" (PPL {fmt(ppl.baseline_mean, 4)} -> {fmt(ppl.changed_mean, 4)})"
     return text
-
-
-#: outcome words of the project's controls (lower is better for NLL and perplexity; the
-#: metric claims say which way the quantity moved)
-HELPS = ("helps", "hurts", "unclear")
-MOVES = ("lowers", "raises", "unclear")
-
-
-def control_outcome(low: float, high: float, seeds: int, words: tuple[str, str, str] = HELPS
-                    ) -> str:
-    """A control's outcome: ``words[0]`` when the interval lies below 0, ``words[1]`` above,
-    ``words[2]`` when it contains 0 or there is one seed; "not run" without runs."""
-    if seeds == 0 or (isinstance(low, float) and math.isnan(low) and seeds > 1):
-        return "not run"
-    if seeds < 2 or not math.isfinite(low):
-        return words[2]
-    return words[0] if high < 0 else words[1] if low > 0 else words[2]
 
 
 def _row(eff: pd.DataFrame, method: str, setting: str, baseline: str, column: str):

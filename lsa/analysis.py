@@ -28,6 +28,7 @@ from lsa.stats import (
     resolution_text,
     resolve_verdict,
     seeds_for_halfwidth,
+    threshold_outcome,
     two_level_interval,
     wilson_interval,
 )
@@ -660,8 +661,7 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
     for row in gate.to_dict(orient="records"):
         task = row["task"]
         bar = chance(task) + 10
-        verdict = ("passes" if row["ci_low"] > bar else "fails" if row["ci_high"] < bar
-                   else "unclear")
+        verdict = threshold_outcome(row["ci_low"], row["ci_high"], bar)
         ident, words = _model(row)
         where = (f"at {int(row['length'])} tokens ({words}, {task}" if evaluate
                  else f"at the training window ({task}")

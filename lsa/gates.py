@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from lsa.config import PipelineConfig
+from lsa.stats import PREMISE_NOT_MET
 from lsa.summary import mean_se
 
 Z95 = 1.959963984540054
@@ -43,7 +44,6 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "04_ablations": ("G1", "G2", "G3"),
     "05_babilong": ("G1", "G2"),
 }
-PREMISE_NOT_MET = "premise not met"
 
 
 @dataclass

@@ -42,6 +42,7 @@ from lsa.report import Claim, paper
 from lsa.runs import runs_of
 from lsa.stats import (
     UNDERPOWERED,
+    audit_outcome,
     p_text,
     resolution_text,
     resolve_verdict,
@@ -413,11 +414,6 @@ def noise_text(table: pd.DataFrame) -> str:
             f"unit's measurement about {se:.2g} nats: the spread is {verdict}.")
 
 
-#: an audit's outcome from the verdict its comparison would get as a claim of the paper's
-AUDIT_OUTCOME = {"agrees": "passes", "disagrees": "fails", "inconclusive": "unclear",
-                 "not run": "not run"}
-
-
 def pearson_rows(rows: pd.DataFrame, score: str) -> pd.DataFrame:
     """The Pearson rows of ``table1`` on ``score``, indexed by predictor (empty if none)."""
     if rows.empty:
@@ -556,7 +552,7 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
         out.append(Claim("T1.4", "Sec. 4.1 (audit 1)", "The alignment part (Jeffreys), not the "
                          "sharpness part (entropy), carries the prediction",
                          "implied (the metric is read as alignment)", "?", text,
-                         AUDIT_OUTCOME[verdict],  # type: ignore[arg-type]
+                         audit_outcome(verdict),  # type: ignore[arg-type]
                          "SCE = Jeffreys + H(p) + H(q); entropy tracks CE", kind="control"))
     sel = partial[(partial["score"] == score) & (partial["predictor"] == "misalignment")] \
         if not partial.empty else partial
@@ -566,14 +562,14 @@ def claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
                          "beyond the training loss", "implied", "?",
                          f"partial r given CE = {p['r']:+.2f} [{p['low']:+.2f}, {p['high']:+.2f}]"
                          f", n = {p['n']}",
-                         AUDIT_OUTCOME[sign_verdict(p["low"], p["high"], -1)],  # type: ignore
+                         audit_outcome(sign_verdict(p["low"], p["high"], -1)),  # type: ignore
                          "residuals of both on the training loss", kind="control"))
     if ranking is not None:
         out.append(Claim("T1.6", "Sec. 4.1 (audit 2)", "SCE ranks the models as the theory's L2 "
                          "distance does", "assumed (theory in L2, experiments in SCE)", "?",
                          f"Spearman(L2, SCE) = {ranking['r']:+.2f} [{ranking['low']:+.2f}, "
                          f"{ranking['high']:+.2f}], n = {ranking['n']}",
-                         AUDIT_OUTCOME[sign_verdict(ranking["low"], ranking["high"], +1)],
+                         audit_outcome(sign_verdict(ranking["low"], ranking["high"], +1)),
                          "passes when the interval excludes 0 on the positive side",
                          kind="control"))  # type: ignore[arg-type]
     if not loo.empty:

@@ -19,13 +19,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lsa.files import read_json
+from lsa.stats import CONTROL_OUTCOMES, NOT_RUN, PAPER_VERDICTS, PREMISE_NOT_MET
 
 Grade = Literal["A", "B", "?"]
+#: every word a claim's verdict can be: ``lsa.stats``' ``PAPER_VERDICTS`` and
+#: ``CONTROL_OUTCOMES``, "not run" and "premise not met" (a test holds the two lists together)
 Verdict = Literal["agrees", "disagrees", "smaller than the paper's effect", "underpowered",
-                  "inconclusive", "not run", "premise not met",
-                  "helps", "hurts", "no effect", "passes", "fails", "unclear"]
-#: ``paper``: a claim of the paper (agrees / disagrees / inconclusive); ``control``: one of the
-#: project's own controls and audits, with its own outcome words (helps / hurts / no effect)
+                  "inconclusive", "helps", "hurts", "unclear", "lowers", "raises", "passes",
+                  "fails", "not run", "premise not met"]
+#: ``paper``: a claim of the paper (``lsa.stats.PAPER_VERDICTS``); ``control``: one of the
+#: project's own controls and audits, with its own outcome words (``CONTROL_OUTCOMES``)
 Kind = Literal["paper", "control"]
 
 
@@ -156,10 +159,8 @@ def by_kind(table) -> list[tuple[str, Any]]:
 
 
 #: the order the counts are shown in: the paper's verdicts, the project's controls' outcomes
-VERDICT_ORDER = ["agrees", "disagrees", "smaller than the paper's effect", "underpowered",
-                 "inconclusive", "premise not met", "not run"]
-CONTROL_ORDER = ["helps", "hurts", "no effect", "passes", "fails", "unclear", "premise not met",
-                 "not run"]
+VERDICT_ORDER = [*PAPER_VERDICTS, PREMISE_NOT_MET, NOT_RUN]
+CONTROL_ORDER = [*CONTROL_OUTCOMES, PREMISE_NOT_MET, NOT_RUN]
 
 
 def verdict_counts(table) -> tuple[dict[str, int], dict[str, int]]:

@@ -100,6 +100,42 @@ def sign_verdict(low: float, high: float, paper_sign: int, n: int | None = None)
 #: and for an interval that holds 0 what it rules out
 SMALLER = "smaller than the paper's effect"
 UNDERPOWERED = "underpowered"
+NOT_RUN = "not run"
+PREMISE_NOT_MET = "premise not met"
+#: every verdict a paper claim can get from its numbers ("inconclusive": Section 3's majority
+#: of seeds, which has no interval); then "premise not met" or "not run"
+PAPER_VERDICTS = ("agrees", "disagrees", SMALLER, UNDERPOWERED, "inconclusive")
+#: the outcome words of the project's controls and audits: an effect that helps (lower is
+#: better for NLL and perplexity), a quantity that moves, an audit's pass; the third of each
+#: is the interval across 0 (or one seed)
+HELPS = ("helps", "hurts", "unclear")
+MOVES = ("lowers", "raises", "unclear")
+AUDIT = ("passes", "fails", "unclear")
+CONTROL_OUTCOMES = (*HELPS[:2], *MOVES[:2], *AUDIT[:2], HELPS[2])
+
+
+def control_outcome(low: float, high: float, seeds: int, words: tuple[str, str, str] = HELPS
+                    ) -> str:
+    """A control's outcome: ``words[0]`` when the interval lies below 0, ``words[1]`` above,
+    ``words[2]`` when it contains 0 or there is one seed; "not run" without runs."""
+    if seeds == 0 or (isinstance(low, float) and math.isnan(low) and seeds > 1):
+        return NOT_RUN
+    if seeds < 2 or not math.isfinite(low):
+        return words[2]
+    return words[0] if high < 0 else words[1] if low > 0 else words[2]
+
+
+def audit_outcome(verdict: str) -> str:
+    """An audit's outcome from the verdict its comparison would get as a claim of the paper's
+    (``sign_verdict``'s words): passes, fails, unclear, or not run."""
+    return {"agrees": "passes", "disagrees": "fails", "inconclusive": "unclear"}.get(verdict,
+                                                                                     verdict)
+
+
+def threshold_outcome(low: float, high: float, bar: float) -> str:
+    """A check against a threshold ``bar``: passes when the whole interval lies above it, fails
+    when the whole interval lies below it, unclear otherwise."""
+    return AUDIT[0] if low > bar else AUDIT[1] if high < bar else AUDIT[2]
 
 
 def equivalence_p(diffs, margin: float) -> float:

@@ -3,11 +3,13 @@ wrote. It writes the real results/smoke and figures/smoke (never another profile
 
 import os
 import time
+import typing
 
 import pytest
 
 from lsa import files, paths
 from lsa.pipeline import check_outputs, pipeline_config
+from lsa.report import Verdict
 from lsa.runs import runs_of
 
 from conftest import run, tool
@@ -49,6 +51,9 @@ def test_smoke_metrics_content(smoke_run):
     n_claims = sum(len(files.read_json(paths.metrics_file("smoke", s))["claims"]) for s in needs)
     counted = sum(report["verdicts"].values()) + sum(report["control_outcomes"].values())
     assert counted == n_claims  # every claim counted once: the paper's apart from the controls
+    made = {c["verdict"] for s in needs
+            for c in files.read_json(paths.metrics_file("smoke", s))["claims"]}
+    assert made <= set(typing.get_args(Verdict))  # every verdict made is one the type lists
     # the premise gates are computed in every section that needs them and in the report
     per_method = [f"G3.{m}" for m in ("pi", "longqlora", "yarn", "eabf", "clex")]
     assert [g["gate"] for g in report["gates"]] == ["G1", "G2", *per_method, "G4"]

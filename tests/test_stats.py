@@ -166,3 +166,23 @@ def test_seeds_for_halfwidth_by_hand():
              (0.0206, 0.0400)]] == [16, 11, 10, 3, 4]
     with pytest.raises(ValueError):
         stats.seeds_for_halfwidth(0.01, 0.0)
+
+
+def test_the_verdict_type_lists_exactly_the_words_the_rules_make():
+    import typing
+
+    from lsa.report import CONTROL_ORDER, VERDICT_ORDER, Verdict
+
+    words = {*stats.PAPER_VERDICTS, *stats.CONTROL_OUTCOMES, stats.NOT_RUN,
+             stats.PREMISE_NOT_MET}
+    assert set(typing.get_args(Verdict)) == words
+    assert set(VERDICT_ORDER) | set(CONTROL_ORDER) == words
+    made = {stats.control_outcome(lo, hi, n, w) for w in (stats.HELPS, stats.MOVES)
+            for lo, hi, n in ((-2, -1, 3), (1, 2, 3), (-1, 1, 3), (-1, 1, 1), (math.nan, 1, 0))}
+    made |= {stats.threshold_outcome(lo, hi, 0.5) for lo, hi in ((1, 2), (-1, 0), (0, 1))}
+    made |= {stats.audit_outcome(stats.sign_verdict(lo, hi, +1)) for lo, hi in ((1, 2), (-2, -1),
+                                                                                 (-1, 1))}
+    made |= {stats.resolve_verdict(lo, hi, +1, 0.5) for lo, hi in ((1, 2), (-2, -1), (-0.1, 0.1),
+                                                                   (-1, 1))}
+    assert made == words - {"inconclusive", stats.PREMISE_NOT_MET}  # Section 3's, the gates'
+    assert stats.majority_verdict(1, 2, True) == "inconclusive"
