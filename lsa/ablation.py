@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from lsa import stats
-from lsa.analysis import DIVERGENCE_LABELS
+from lsa.analysis import DIVERGENCE_LABELS, window_columns
 from lsa.config import AblationConfig
 from lsa.report import Claim, fmt, paper
 from lsa.stats import HELPS, MOVES, control_outcome, resolution_text, resolve_verdict
@@ -49,8 +49,7 @@ ITEMS = {
 
 def longest_column(runs: pd.DataFrame, kind: str = "nll") -> str:
     """``nll_Mx`` (or ``ppl_Mx``) of the largest multiple M present."""
-    mults = [int(c[4:-1]) for c in runs.columns if c.startswith("ppl_") and c[4:-1].isdigit()]
-    return f"{kind}_{max(mults)}x"
+    return f"{kind}_{window_columns(runs)[-1][4:]}"
 
 
 def with_entropy(runs: pd.DataFrame) -> pd.DataFrame:

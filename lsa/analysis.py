@@ -105,6 +105,15 @@ def final_ce(log: list[dict[str, Any]]) -> float:
     return float(np.mean([r["ce"] for r in tail])) if tail else math.nan
 
 
+def window_columns(frame: pd.DataFrame, kind: str = "ppl") -> list[str]:
+    """The columns ``<kind>_<M>x`` of ``frame`` (perplexity or NLL at M x ``l_train``), in the
+    order of M as a number (``ppl_2x`` before ``ppl_16x``): the one column order of every
+    table and figure by window."""
+    found = [c for c in frame.columns if c.startswith(f"{kind}_") and c[len(kind) + 1:-1].isdigit()
+             and c.endswith("x")]
+    return sorted(found, key=lambda c: int(c[len(kind) + 1:-1]))
+
+
 def collect_runs(pipe: PipelineConfig, names: list[str] | None = None) -> pd.DataFrame:
     """One row per finished fine-tuning run (``names``: these runs; default the Section
     5.1-5.2 grid and explicit runs): method, alpha, seed, the base model's pretraining seed

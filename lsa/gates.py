@@ -32,10 +32,13 @@ from typing import Any
 import numpy as np
 
 from lsa.config import PipelineConfig
-from lsa.stats import PREMISE_NOT_MET
-from lsa.summary import mean_se
-
-Z95 = 1.959963984540054
+from lsa.stats import (
+    PREMISE_NOT_MET,
+    crossed_two_level_interval,
+    difference_interval,
+    mean_interval,
+    normal_interval,
+)
 
 #: the gates each section's verdicts rest on
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -67,20 +70,6 @@ class Gate:
         return asdict(self)
 
 
-def _mean_interval(values: np.ndarray) -> tuple[float, float, float]:
-    mean, se = mean_se(values)
-    se = se if len(values) > 1 else float("nan")
-    return mean, mean - Z95 * se, mean + Z95 * se
-
-
-def _diff_interval(a: dict, b: dict) -> tuple[float, float, float]:
-    """Difference of two independent probe means (a - b) with its normal interval."""
-    va, vb = np.asarray(a["per_probe"]), np.asarray(b["per_probe"])
-    diff = float(va.mean() - vb.mean())
-    se = float(np.sqrt(va.var(ddof=1) / len(va) + vb.var(ddof=1) / len(vb)))
-    return diff, diff - Z95 * se, diff + Z95 * se
-
-
 def _missing(gate: str, question: str, why: str) -> Gate:
     nan = float("nan")
     return Gate(gate, question, nan, nan, nan, None, None, f"not computable: {why}")
@@ -97,8 +86,8 @@ def gate_g1(base: dict, l0: int, threshold: float) -> Gate:
     row = _probes(base, l0)
     if not row or "control_nll" not in row:
         return _missing("G1", question, f"the base model has no copy probes at {l0}")
-    value, se = row["gain"], row["gain_stderr"]
-    low, high = value - Z95 * se, value + Z95 * se
+    value = row["gain"]
+    low, high = normal_interval(value, row["gain_stderr"])
     return Gate("G1", question, value, low, high, threshold, low >= threshold,
                 f"base model at its window {l0}: copy NLL {row['copy_nll']:.3f} vs "
                 f"{row['control_nll']:.3f} without the far occurrence (nats; {row['n']} probes, "
@@ -112,7 +101,8 @@ def gate_g2(base: dict, l0: int, threshold: float) -> Gate:
     if l0 not in lengths or not beyond:
         return _missing("G2", question, f"the base model has no copy probes at {l0} and 2-4x")
     far = max(beyond)
-    value, low, high = _diff_interval(_probes(base, far), _probes(base, l0))
+    value, low, high = difference_interval(_probes(base, far)["per_probe"],
+                                           _probes(base, l0)["per_probe"])
     return Gate("G2", question, value, low, high, threshold, low >= threshold,
                 f"base model copy NLL at {far} ({far // l0}x its window) "
                 f"{_probes(base, far)['copy_nll']:.3f} vs {_probes(base, l0)['copy_nll']:.3f} "
@@ -125,20 +115,6 @@ def _seed_probes(runs: list[dict], length: int) -> list[np.ndarray] | None:
     if not rows or any(r is None for r in rows):
         return None
     return [np.asarray(r["per_probe"], dtype=float) for r in rows]
-
-
-def _two_level(statistic, n_seeds: int, probe_counts: list[int], bootstrap: int,
-               rng: np.random.Generator) -> tuple[float, float]:
-    """Percentile interval of ``statistic(seeds, *probe_indices)`` over a two-level resample:
-    the training seeds with replacement, then the probes of each length with replacement (the
-    probes are the same windows for every model, so one draw of a length's probes serves every
-    seed and the base model: crossed, as measured)."""
-    values = np.empty(bootstrap)
-    for b in range(bootstrap):
-        seeds = rng.integers(n_seeds, size=n_seeds)
-        values[b] = statistic(seeds, *(rng.integers(n, size=n) for n in probe_counts))
-    low, high = np.quantile(values, [0.025, 0.975])
-    return float(low), float(high)
 
 
 def gate_g3(method: str, base: dict, runs: list[dict], raw: list[dict], l0: int, l_train: int,
@@ -161,7 +137,7 @@ def gate_g3(method: str, base: dict, runs: list[dict], raw: list[dict], l0: int,
     if at_l is None or at_2l is None:
         return _missing(gate, question, f"{method} runs lack copy probes at {l_train} and "
                                         f"{2 * l_train}")
-    failure, f_low, _ = _diff_interval(base_l, base_0)
+    failure, f_low, _ = difference_interval(base_l["per_probe"], base_0["per_probe"])
     if not f_low > 0:  # nothing to recover at l_train: a share would be noise over noise
         return Gate(gate, question, float("nan"), float("nan"), float("nan"), min_recovery,
                     False, f"the base model does not fail at l_train = {l_train}: its copy NLL "
@@ -183,8 +159,10 @@ def gate_g3(method: str, base: dict, runs: list[dict], raw: list[dict], l0: int,
         low = high = r_low = r_high = float("nan")
         ok, why = False, "; one training seed: no interval over seeds, so no premise"
     else:
-        low, high = _two_level(recovery, n, [len(b_l), len(b_0)], bootstrap, rng)
-        r_low, r_high = _two_level(room, n, [r_l.shape[1], r_2l.shape[1]], bootstrap, rng)
+        low, high = crossed_two_level_interval(recovery, n, [len(b_l), len(b_0)], bootstrap,
+                                               rng)
+        r_low, r_high = crossed_two_level_interval(room, n, [r_l.shape[1], r_2l.shape[1]],
+                                                   bootstrap, rng)
         ok, why = low >= min_recovery and r_low >= min_room, ""
     text = (f"recovers {share:.2f} [{low:.2f}, {high:.2f}] of the base model's copy loss at "
             f"{l_train} (>= {min_recovery:g}); its copy NLL rises by {rise:+.3f} "
@@ -207,7 +185,8 @@ def gate_g3(method: str, base: dict, runs: list[dict], raw: list[dict], l0: int,
             return diff[np.ix_(seeds, k)].mean()
 
         d = float(diff.mean())
-        d_low, d_high = _two_level(versus, len(pairs), [diff.shape[1]], bootstrap, rng)
+        d_low, d_high = crossed_two_level_interval(versus, len(pairs), [diff.shape[1]],
+                                                   bootstrap, rng)
         text += (f". Beside it (descriptive, not a gate): against raw fine-tuning at "
                  f"{2 * l_train} {d:+.3f} [{d_low:+.3f}, {d_high:+.3f}] nats "
                  f"({'lower' if d_high < 0 else 'higher' if d_low > 0 else 'no clear difference'})")
@@ -230,10 +209,10 @@ def gate_g4(base_probe: dict | None, ce_runs: list[dict]) -> Gate:
         se = [m["jeffreys"]["stderr"] for m in ce_runs if "jeffreys" in m]
         parts.append(f"CE-only runs {v.mean():.2g} (range {v.min():.2g}-{v.max():.2g}; "
                      f"sampling s.e. about {float(np.mean(se)):.2g})")
-        mean, low, high = _mean_interval(v) if len(v) > 1 else (float(v[0]),) * 3
+        mean, low, high = mean_interval(v) if len(v) > 1 else (float(v[0]),) * 3
     elif parts:
         j = base_probe["jeffreys"]  # type: ignore[index]
-        mean, low, high = j["mean"], j["mean"] - Z95 * j["stderr"], j["mean"] + Z95 * j["stderr"]
+        mean, (low, high) = j["mean"], normal_interval(j["mean"], j["stderr"])
     else:
         return _missing("G4", question, "no measured model has the misalignment's parts")
     return Gate("G4", question, mean, low, high, None, None,

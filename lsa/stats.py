@@ -30,6 +30,8 @@ from typing import Any, Literal
 import numpy as np
 
 Method = Literal["pearson", "spearman"]
+#: the two-sided 95 % normal quantile
+Z95 = 1.959963984540054
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,6 +286,47 @@ def two_level_interval(groups: list, n_resamples: int = 2000, seed: int = 0,
         means[r] = total / count
     tail = (1 - level) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def normal_interval(value: float, se: float) -> tuple[float, float]:
+    """``value -+ 1.96 se``: the normal 95 % interval of an estimate with standard error ``se``
+    (the premise gates' probe means: hundreds of probes)."""
+    return value - Z95 * se, value + Z95 * se
+
+
+def mean_interval(values) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean of ``values`` with its normal interval (NaN bounds for
+    one value)."""
+    from lsa.summary import mean_se
+
+    mean, se = mean_se(values)
+    se = se if len(values) > 1 else float("nan")
+    return (mean, *normal_interval(mean, se))
+
+
+def difference_interval(a, b) -> tuple[float, float, float]:
+    """``(diff, low, high)``: the difference of two independent means (``a - b``, e.g. one
+    model's copy probes at two lengths) with its normal interval."""
+    va, vb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    diff = float(va.mean() - vb.mean())
+    se = float(np.sqrt(va.var(ddof=1) / len(va) + vb.var(ddof=1) / len(vb)))
+    return (diff, *normal_interval(diff, se))
+
+
+def crossed_two_level_interval(statistic, n_seeds: int, probe_counts: list[int],
+                               n_resamples: int, rng: np.random.Generator
+                               ) -> tuple[float, float]:
+    """Percentile interval of ``statistic(seeds, *probe_indices)`` over a two-level resample:
+    the training seeds with replacement, then the probes of each length with replacement. Unlike
+    ``two_level_interval`` (values nested in their group), the probes are the same windows for
+    every model, so one draw of a length's probes serves every seed and the base model
+    (crossed, as measured: the premise gate G3). 95 %."""
+    values = np.empty(n_resamples)
+    for b in range(n_resamples):
+        seeds = rng.integers(n_seeds, size=n_seeds)
+        values[b] = statistic(seeds, *(rng.integers(n, size=n) for n in probe_counts))
+    low, high = np.quantile(values, [0.025, 0.975])
     return float(low), float(high)
 
 

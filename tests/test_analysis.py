@@ -292,3 +292,12 @@ def test_power_table_by_hand():
     assert row["sd"] == pytest.approx(d.std(ddof=1))
     assert row["paper_effect"] == pytest.approx(math.log(5.91 / 6.01))
     assert row["seeds_needed"] == seeds_for_halfwidth(d.std(ddof=1), abs(math.log(5.91 / 6.01)))
+
+
+def test_window_columns_are_ordered_by_the_multiple_as_a_number():
+    frame = pd.DataFrame(columns=["ppl_16x", "ppl_2x", "ppl_long", "nll_4x", "ppl_1x",
+                                  "ppl_copy_2x", "ppl_4x"])
+    assert analysis.window_columns(frame) == ["ppl_1x", "ppl_2x", "ppl_4x", "ppl_16x"]
+    assert analysis.window_columns(frame, "nll") == ["nll_4x"]
+    from lsa import ablation
+    assert ablation.longest_column(frame.assign(nll_16x=1.0)) == "nll_16x"

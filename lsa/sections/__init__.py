@@ -65,14 +65,16 @@ class Result:
         return table.drop(columns=["section"]).to_markdown(index=False)
 
 
-def with_premise(setup: Setup, result: Result) -> Result:
+def with_premise(setup: Setup, result: Result, method: str | None = None) -> Result:
     """``result`` with the premise gates (``lsa.gates``): their table first, the section's
-    verdicts turned into "premise not met" where a gate it needs failed, the gates in its
-    metrics and the sentence that says which in ``notes["premise"]``."""
+    verdicts turned into "premise not met" where a gate it needs failed (each claim by its own
+    method's gates), the gates in its metrics and the sentence that says which in
+    ``notes["premise"]``; ``premise_met`` and that sentence are for ``method`` where the
+    section is about one method (Section 5.3), else for every method."""
     from lsa import gates
 
     found = gates.compute_gates(setup.pipe)
-    ok, text = gates.premise(found, setup.section)
+    ok, text = gates.premise(found, setup.section, method)
     result.tables = {"gates": gates.gates_table(found), **result.tables}
     result.claims = gates.apply_premise(result.claims, found, setup.section)
     result.metrics["gates"] = [g.to_dict() for g in found]

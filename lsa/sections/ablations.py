@@ -28,11 +28,6 @@ def describe(setup: Setup) -> str:
             f"l_train {ft.l_train}, {ft.optim.steps} steps each")
 
 
-def _ppl_columns(runs: pd.DataFrame) -> list[str]:
-    return sorted((c for c in runs.columns if c.startswith("ppl_") and c[4:-1].isdigit()),
-                  key=lambda c: int(c[4:-1]))
-
-
 def analyse(setup: Setup) -> Result:
     """The runs of every configured item, their paired effects and claims, item by item; each
     distinct comparison is claimed once (``ablation.Claims``)."""
@@ -42,7 +37,8 @@ def analyse(setup: Setup) -> Result:
     every = ablation.with_entropy(analysis.collect_runs(pipe, names))
     runs = every[every["base_seed"] == pipe.pretrain.seed]  # items 1-6: the pipeline's base
     long, long_ppl = ablation.longest_column(runs), ablation.longest_column(runs, "ppl")
-    columns = _ppl_columns(runs) + ["ppl_growth", "misalignment", "jeffreys", "mean_entropy"]
+    columns = analysis.window_columns(runs) + ["ppl_growth", "misalignment", "jeffreys",
+                                               "mean_entropy"]
     judged = [long, long_ppl]
     metrics = [*judged, *ablation.METRIC_COLUMNS, *ablation.far_columns(runs)]
     result = Result(tables={"runs": runs}, notes={"long": long_ppl, "long_nll": long,
@@ -84,7 +80,7 @@ def analyse(setup: Setup) -> Result:
                       "far_context": ablation.far_context_text(divergence, far),
                       "bases": ablation.bases_text(bases, base_gains(pipe)),
                       "multiplicity": ablation.multiplicity_text(result.claims)}
-    result = with_premise(setup, result)
+    result = with_premise(setup, result, cfg.method)  # its items are about one method
     if not result.metrics["premise_met"]:  # the texts say what the numbers would, not a verdict
         for key in ("closing", "far_context", "bases"):
             result.metrics[key] = ("**Premise not met** (the gates above): what follows is what "
@@ -259,7 +255,7 @@ def figure_exposure(setup: Setup, result: Result):
         return None
     keep = ["CE", "CE (both windows)", f"SCE {cfg.alpha:g}"]
     ex = runs[(runs["method"] == cfg.method) & runs["setting"].isin(keep)]
-    l_train, columns = setup.pipe.finetune.l_train, _ppl_columns(runs)
+    l_train, columns = setup.pipe.finetune.l_train, analysis.window_columns(runs)
     ticks = dict(zip(columns, plots.window_ticks(columns, l_train)))
     long = ex.melt(id_vars=["setting", "seed"], value_vars=columns,
                    var_name="window", value_name="perplexity")

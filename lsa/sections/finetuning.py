@@ -17,15 +17,11 @@ def describe(setup: Setup) -> str:
             f"{ft.optim.steps} steps each")
 
 
-def ppl_columns(runs) -> list[str]:
-    return sorted(c for c in runs.columns if c.startswith("ppl_") and c[4:-1].isdigit())
-
-
 def analyse(setup: Setup) -> Result:
     alpha = setup.settings.alpha
     setup.ensure_runs()
     runs = analysis.collect_runs(setup.pipe)
-    table = analysis.by_method(runs, ppl_columns(runs) + ["ppl_long", "ppl_growth",
+    table = analysis.by_method(runs, analysis.window_columns(runs) + ["ppl_long", "ppl_growth",
                                                         "misalignment", "misalignment_all"])
     effects = analysis.paired_effect(runs, "ppl_long", alpha)
     longbench = analysis.longbench_table(analysis.collect_longbench(setup.pipe), alpha)
@@ -42,7 +38,7 @@ def analyse(setup: Setup) -> Result:
 def figure_ppl_by_window(setup: Setup, result: Result):
     """Table 2 as a figure: perplexity by window, CE against CE + alpha * SCE, per method."""
     runs, l_train = result.tables["runs"], setup.pipe.finetune.l_train
-    columns = sorted(ppl_columns(runs), key=lambda c: int(c[4:-1]))
+    columns = analysis.window_columns(runs)
     ticks = dict(zip(columns, plots.window_ticks(columns, l_train)))
     long = runs.melt(id_vars=["method", "loss", "seed"], value_vars=columns,
                      var_name="window", value_name="perplexity")
