@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,27 +45,12 @@ if TYPE_CHECKING:
     from lsa.config import PipelineConfig
     from lsa.runs import Run
 
-_IPYTHON = {"In", "Out", "get_ipython", "exit", "quit", "open"}
 #: profiles whose missing runs a notebook run alone trains by default (a few CPU minutes)
 QUICK_PROFILES = frozenset({"smoke"})
 
 
 class RunsMissing(RuntimeError):
     """A notebook run alone reads runs that are not made yet, and would not train them."""
-
-
-def namespace_mark(namespace: dict[str, Any]) -> frozenset[str]:
-    return frozenset(namespace)
-
-
-def parameters(namespace: dict[str, Any], mark: frozenset[str]) -> dict[str, Any]:
-    """Every public name defined after ``mark``: the parameters cell and what papermill
-    injected (so an unknown injected name reaches ``NotebookCall`` and fails with its name)."""
-    return {
-        name: value for name, value in namespace.items()
-        if name not in mark and not name.startswith("_") and name not in _IPYTHON
-        and not isinstance(value, (types.ModuleType, types.FunctionType, type))
-    }
 
 
 @dataclass
@@ -166,12 +150,17 @@ def missing_runs_text(profile: str, ids: list[str]) -> str:
             f"profile = \"smoke\" for a few minutes' run.")
 
 
-def open_section(section: str, params: dict[str, Any]) -> Setup:
-    """The setup of notebook ``section`` called with ``params`` (its parameters cell, see the
-    module's docstring); a ConfigError when the call, the overrides or the pipeline's runs are
-    wrong. Seeds every generator with the pipeline's seed and sets the plot theme."""
+def open_section(section: str, *, profile: str | None = None, config_file: str | None = None,
+                 run_ids: list[str] | None = None, train_missing: bool | None = None,
+                 overrides: dict[str, Any] | None = None) -> Setup:
+    """The setup of notebook ``section`` called with its parameters cell's values (see the
+    module's docstring), passed by name; a ConfigError when the call, the overrides or the
+    pipeline's runs are wrong. Seeds every generator with the pipeline's seed and sets the plot
+    theme."""
     faults.point(f"notebook:{section}")  # the tests' interruption of a notebook
-    call = NotebookCall.from_dict(params, prefix="")
+    call = NotebookCall.from_dict({"profile": profile, "config_file": config_file,
+                                   "run_ids": run_ids, "train_missing": train_missing,
+                                   "overrides": overrides or {}}, prefix="")
     if call.config_file is None:
         if call.profile is None:
             from lsa import paths

@@ -51,15 +51,23 @@ def test_notebooks_run_with_their_defaults(out_root, monkeypatch):
     assert check_sections(pipe) == []
 
 
-@pytest.mark.slow
-def test_unknown_parameter_fails_before_compute(out_root):
+def test_every_notebook_takes_what_the_pipeline_passes_by_name():
+    """Each notebook's parameters cell (papermill's inspection) defines every name the pipeline
+    passes, and the notebook hands them to open_section by name (an unknown one is papermill's
+    warning, and a TypeError where a notebook passes it on)."""
     import papermill as pm
 
-    with pytest.raises(pm.PapermillExecutionError, match="stepz"):
-        pm.execute_notebook(str(paths.NOTEBOOKS / "01_synthetic_study.ipynb"),
-                            str(out_root / "bad.ipynb"), parameters={"stepz": 3},
-                            kernel_name="python3", progress_bar=False)
-    assert not paths.metrics_file("smoke", "01_synthetic_study").exists()
+    from lsa.pipeline import notebook_parameters
+
+    pipe = load_config(profile="smoke")
+    for key, spec in pipe.sections.items():
+        names = set(pm.inspect_notebook(str(paths.NOTEBOOKS / spec.notebook)))
+        assert set(notebook_parameters(pipe, key)) <= names
+        wanted = {"profile", "config_file", "overrides"} | (
+            {"run_ids", "train_missing"} if spec.uses_runs else set())
+        assert names == wanted, key
+        source = (paths.NOTEBOOKS / spec.notebook).read_text()
+        assert all(f"{n}={n}" in source for n in names) and "globals()" not in source
 
 
 # --- what a notebook reads: the pipeline's resolved file, or config/config.yaml alone --------
@@ -71,13 +79,13 @@ def test_a_notebook_run_alone_reads_the_last_finished_profile(out_root, capsys):
     from lsa.notebook import open_section
 
     assert paths.last_profile() is None
-    assert open_section("06_replication_report", {}).profile == "mini"
+    assert open_section("06_replication_report").profile == "mini"
     assert "no pipeline has finished yet" in capsys.readouterr().out
     paths.write_last_profile("gpu-small")
     assert paths.last_profile_file() == out_root / "results" / "LAST_PROFILE"
-    assert open_section("06_replication_report", {}).profile == "gpu-small"
+    assert open_section("06_replication_report").profile == "gpu-small"
     assert "the last finished `python -m lsa pipeline`" in capsys.readouterr().out
-    assert open_section("06_replication_report", {"profile": "smoke"}).profile == "smoke"
+    assert open_section("06_replication_report", profile="smoke").profile == "smoke"
 
 
 @pytest.mark.parametrize("status,extra,marked", [(0, [], True), (1, [], False),
@@ -103,15 +111,15 @@ def test_missing_runs_of_a_notebook_run_alone(out_root, monkeypatch):
     monkeypatch.setattr(lsa.jobs, "ensure", lambda pipe, run, progress: trained.append(
         (pipe.profile, run.id, progress)))
     paths.write_last_profile("mini")
-    setup = open_section("03_regularized_finetuning", {})
+    setup = open_section("03_regularized_finetuning")
     with pytest.raises(RunsMissing, match=r"make reproduce PROFILE=mini.*train_missing = True"):
         setup.ensure_runs()
-    open_section("03_regularized_finetuning", {"train_missing": False}).ensure_runs()
+    open_section("03_regularized_finetuning", train_missing=False).ensure_runs()
     assert trained == []
-    open_section("03_regularized_finetuning", {"train_missing": True}).ensure_runs()
+    open_section("03_regularized_finetuning", train_missing=True).ensure_runs()
     n = len(setup.runs())
     assert len(trained) == n and {(p, bar) for p, _, bar in trained} == {("mini", True)}
-    open_section("03_regularized_finetuning", {"profile": "smoke"}).ensure_runs()
+    open_section("03_regularized_finetuning", profile="smoke").ensure_runs()
     assert {(p, bar) for p, _, bar in trained[n:]} == {("smoke", True)}
 
 
@@ -119,17 +127,17 @@ def test_a_notebook_run_alone_reads_config_yaml_with_its_overrides(out_root):
     from lsa.notebook import open_section
 
     paths.write_last_profile("smoke")
-    setup = open_section("03_regularized_finetuning", {})
+    setup = open_section("03_regularized_finetuning")
     assert setup.alone and setup.pipe == load_config(profile="smoke")
-    changed = open_section("04_ablations", {"overrides": {"seeds": [0, 1, 2]}})
+    changed = open_section("04_ablations", overrides={"seeds": [0, 1, 2]})
     assert changed.settings.seeds == [0, 1, 2] == changed.pipe.ablation.seeds
     assert len(runs_of(changed.pipe).ablation) > len(runs_of(setup.pipe).ablation)
     with pytest.raises(ConfigError, match="seedz"):
-        open_section("04_ablations", {"overrides": {"seedz": [0]}})
+        open_section("04_ablations", overrides={"seedz": [0]})
     with pytest.raises(ConfigError, match=r"seeds"):
-        open_section("04_ablations", {"overrides": {"seeds": "many"}})
-    with pytest.raises(ConfigError, match="stepz"):
-        open_section("01_synthetic_study", {"stepz": 3})
+        open_section("04_ablations", overrides={"seeds": "many"})
+    with pytest.raises(TypeError, match="stepz"):
+        open_section("01_synthetic_study", stepz=3)  # type: ignore[call-arg]
 
 
 def test_a_pipeline_notebook_checks_its_call_and_runs(out_root):
@@ -145,13 +153,13 @@ def test_a_pipeline_notebook_checks_its_call_and_runs(out_root):
                                                                       "longbench"])]
     assert params["run_ids"][:len(runs_of(pipe).grid)] == [
         runs_of(pipe).finetune[n].id for n in runs_of(pipe).grid]
-    setup = open_section("03_regularized_finetuning", params)
+    setup = open_section("03_regularized_finetuning", **params)
     assert setup.pipe == pipe and not setup.alone and setup.seed == 1
     with pytest.raises(ConfigError, match="overrides = .*a pipeline notebook takes"):
-        open_section("03_regularized_finetuning", {**params, "overrides": {"alpha": 0.2}})
+        open_section("03_regularized_finetuning", **{**params, "overrides": {"alpha": 0.2}})
     seed0 = [r.id for r in runs_of(load_config(profile="smoke")).used_by(["finetune"])]
     with pytest.raises(ConfigError, match="run_ids: the pipeline made run folders"):
-        open_section("03_regularized_finetuning", {**params, "run_ids": seed0})
+        open_section("03_regularized_finetuning", **{**params, "run_ids": seed0})
     # in the pipeline a missing run is an error, never trained inside the notebook's job
     with pytest.raises(FileNotFoundError, match="should have made"):
         setup.ensure_runs()
