@@ -239,13 +239,14 @@ def _timings(args) -> int:
 
 
 def _power(args) -> int:
-    from lsa import analysis
+    from lsa import runtable
+    from lsa.sections.finetuning import tables as ft_tables
 
-    runs = analysis.collect_runs(_load(args))
+    runs = runtable.collect_runs(_load(args))
     if runs.empty:
         print("no finished fine-tuning runs: run the profile first", file=sys.stderr)
         return 1
-    print(analysis.power_table(runs, args.alpha).to_markdown(index=False, floatfmt=".4g"))
+    print(ft_tables.power_table(runs, args.alpha).to_markdown(index=False, floatfmt=".4g"))
     return 0
 
 

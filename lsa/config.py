@@ -198,6 +198,13 @@ class PretrainConfig(StrictConfig):
 
 
 Method = Literal["none", "pi", "ntk", "abf", "dynamic", "yarn", "longqlora", "eabf", "clex"]
+# the options of the training objective (lsa.misalign), typed once: a run's (RunConfig), the
+# fine-tuning part's (FinetuneConfig) and the objective's (lsa.train.Objective) fields
+CeOn = Literal["a", "b", "both"]
+DivergenceName = Literal["sce", "jeffreys", "entropy"]
+ReduceTerms = Literal["sum", "mean"]
+Detach = Literal["none", "long", "short"]
+Positions = Literal["all", "last", "paper"]
 
 
 @dataclass
@@ -210,9 +217,9 @@ class RunConfig(StrictConfig):
     method: Method = setting("pi", help="context-extension method (lsa/extend)")
     alpha: float = setting(0.0, ge=0, help="weight of the misalignment term (0: CE only)")
     seed: int = setting(0, ge=0, help="seed of the data order and the model's random draws")
-    ce_on: Literal["a", "b", "both"] = setting("a", help="windows whose CE is trained")
+    ce_on: CeOn = setting("a", help="windows whose CE is trained")
     l_extra_setting: int = setting(1, help="how l_extra is drawn: 1, 2, 3 or 4 (docs/methods.md)")
-    divergence: Literal["sce", "jeffreys", "entropy"] = setting(
+    divergence: DivergenceName = setting(
         "sce", help="sce (the paper), jeffreys (alignment part only), entropy (H(p) + H(q))")
     l_train: int | None = setting(None, ge=2, help="training window; null: finetune.l_train")
     lr: float | None = setting(None, gt=0, help="null: finetune.optim.lr (LoRA: lora_lr)")
@@ -243,10 +250,10 @@ class FinetuneConfig(StrictConfig):
     l_train: int = setting(128, ge=2, help="training window")
     optim: OptimConfig = setting(factory=lambda: OptimConfig(steps=10, lr=1e-3),
                                  help="fine-tuning optimisation")
-    reduce_terms: Literal["sum", "mean"] = setting("sum", help="how SCE terms are reduced")
-    detach: Literal["none", "long", "short"] = setting(
+    reduce_terms: ReduceTerms = setting("sum", help="how SCE terms are reduced")
+    detach: Detach = setting(
         "none", help="window whose distribution is detached in the misalignment term")
-    positions: Literal["all", "last", "paper"] = setting(
+    positions: Positions = setting(
         "all", help="overlap positions of the training term: all, the last, or where both "
                     "contexts >= l/2")
     chunk_size: int = setting(512, ge=1, help="positions per chunk of the fused SCE")
@@ -617,9 +624,9 @@ class ReportConfig(StrictConfig):
     _section: typing.ClassVar[str] = "report"
 
     sections: list[str] = setting(
-        factory=lambda: ["01_synthetic_study", "02_misalignment_correlation",
-                         "03_regularized_finetuning", "04_ablations", "05_babilong"],
-        unique=True, help="sections whose claims it gathers (pipeline: the report's needs)")
+        factory=lambda: [k for k, s in section_declarations().items() if s.config != "report"],
+        unique=True, help="sections whose claims it gathers: every other declared section (the "
+                          "loader sets the report's needs, lsa/sections/report/section.yaml)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -628,13 +635,19 @@ class ReportConfig(StrictConfig):
 
 @dataclass
 class SectionSpec(StrictConfig):
-    """How the pipeline runs one notebook (its resources: ``workflow/settings.yaml``; its module
-    inputs: what it imports, ``lsa.imports.notebook_inputs``)."""
+    """A section's declaration (``lsa/sections/<package>/section.yaml``, read by
+    ``section_declarations``): how the pipeline runs its notebook (its resources:
+    ``workflow/settings.yaml``; its module inputs: what it imports,
+    ``lsa.imports.notebook_inputs``) and the premise gates its verdicts rest on."""
 
+    package: str = setting(help="its package under lsa/sections/ (the folder of its declaration)")
     notebook: str = setting(help="the notebook under notebooks/")
     config: str = setting(help="the part of the configuration holding its settings (a part of "
                                "PipelineConfig, e.g. ablation)")
     needs: list[str] = setting(factory=list, help="sections whose metrics it reads")
+    gates: list[Literal["G1", "G2", "G3", "G4"]] = setting(
+        factory=list,
+        help="the premise gates its verdicts rest on (lsa.gates; G3: each claim's method's)")
     uses_runs: list[Literal["finetune", "ablation", "babilong", "probe", "gates",
                             "longbench"]] = setting(
         factory=list, help="runs whose folders it reads (its inputs): finetune (the grid and "
@@ -648,7 +661,8 @@ class PipelineConfig(StrictConfig):
 
     profile: Profile = setting(help="smoke | mini | gpu-small | paper")
     seed: int = setting(ge=0, help="the seed of every part that has one")
-    sections: dict[str, SectionSpec] = setting(help="the notebooks the pipeline runs")
+    sections: dict[str, SectionSpec] = setting(
+        help="the notebooks the pipeline runs: the sections' declarations")
     synthetic: SyntheticConfig = setting(help="Section 3")
     pretrain: PretrainConfig = setting(help="the base model")
     finetune: FinetuneConfig = setting(help="Sections 5.1-5.2: context-extension runs")
@@ -753,7 +767,10 @@ def from_mapping(raw: dict[str, Any], profile: str | None = None) -> PipelineCon
     part's own dataclass defaults are the ``smoke`` sizes. ``profile`` and ``seed`` reach every
     part that has them; the report gathers the sections its section ``needs``.
     """
-    allowed = {"profile", "seed", "sections", "defaults", "profiles"}
+    allowed = {"profile", "seed", "defaults", "profiles"}
+    if "sections" in raw:
+        raise ConfigError("sections: the pipeline's sections are declared by their packages "
+                          "(lsa/sections/<package>/section.yaml), not in the configuration")
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]} (value {raw[unknown[0]]!r}); "
@@ -771,7 +788,7 @@ def from_mapping(raw: dict[str, Any], profile: str | None = None) -> PipelineCon
             if name not in PARTS:
                 raise ConfigError(f"{where}.{name}: unknown section config; allowed: "
                                   f"{', '.join(PARTS)}")
-    sections = coerce("sections", raw.get("sections") or {}, dict[str, SectionSpec])
+    sections = section_declarations()
     data: dict[str, Any] = {"profile": profile, "seed": seed, "sections": sections}
     hints = typing.get_type_hints(PipelineConfig)
     for name in PARTS:
@@ -787,6 +804,23 @@ def from_mapping(raw: dict[str, Any], profile: str | None = None) -> PipelineCon
         if str(err).startswith("babilong."):
             raise ConfigError(f"profiles.{profile}.{err}") from None
         raise
+
+
+def section_declarations(root: Path | None = None) -> dict[str, SectionSpec]:
+    """Every section's declaration, ``<package>/section.yaml`` under ``lsa/sections/`` (or
+    ``root``), by its key in key order: the pipeline's one list of sections."""
+    root = root or Path(__file__).resolve().parent / "sections"
+    found: dict[str, SectionSpec] = {}
+    for path in sorted(root.glob("*/section.yaml")):
+        raw = read_yaml(path)
+        key = raw.pop("key", None)
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"{path}: no `key` (the section's notebook name)")
+        if key in found:
+            raise ConfigError(f"{path}: key {key!r} is declared by {found[key].package} too")
+        found[key] = SectionSpec.from_dict({**raw, "package": path.parent.name},
+                                           prefix=f"{path.parent.name}/section.yaml")
+    return dict(sorted(found.items()))
 
 
 def _report_sections(part: dict[str, Any], sections: dict[str, SectionSpec], where: str) -> None:

@@ -20,12 +20,14 @@ come from the copy probes (``lsa.evaluate.longrange``; every model on the same p
 - **G4** *room to align* (descriptive, no threshold): the Jeffreys part of the misalignment of
   the base model and of the CE-only runs, beside its standard error.
 
-``REQUIRED`` names the gates each section's verdicts need (``G3``: the claim's own method's);
-``apply_premise`` turns a verdict into "premise not met" when one of its gates fails.
+A section declares the gates its verdicts need (``gates:`` in its ``section.yaml``; ``G3``: the
+claim's own method's); ``apply_premise`` turns a verdict into "premise not met" when one of
+them fails.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,14 +41,6 @@ from lsa.stats import (
     mean_interval,
     normal_interval,
 )
-
-#: the gates each section's verdicts rest on
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "02_misalignment_correlation": ("G1", "G2"),
-    "03_regularized_finetuning": ("G1", "G2", "G3"),
-    "04_ablations": ("G1", "G2", "G3"),
-    "05_babilong": ("G1", "G2"),
-}
 
 
 @dataclass
@@ -245,11 +239,13 @@ def compute_gates(pipe: PipelineConfig) -> list[Gate]:
             gate_g4(base_probe, [m for m in all_ce if m.get("method") != "none"])]
 
 
-def needed_gates(gates: list[Gate], section: str, method: str | None = None) -> list[str]:
-    """The gates a verdict of ``section`` rests on: ``REQUIRED``, with ``G3`` read as the
-    claim's own method's ``G3.<method>`` (every G3 row where the claim names no method)."""
+def needed_gates(gates: list[Gate], required: Sequence[str], method: str | None = None
+                 ) -> list[str]:
+    """The gates a verdict rests on: its section's ``required`` ones (its declaration's
+    ``gates``), with ``G3`` read as the claim's own method's ``G3.<method>`` (every G3 row
+    where the claim names no method)."""
     out = []
-    for name in REQUIRED.get(section, ()):
+    for name in required:
         if name != "G3":
             out.append(name)
         elif method:
@@ -259,20 +255,21 @@ def needed_gates(gates: list[Gate], section: str, method: str | None = None) -> 
     return out
 
 
-def premise(gates: list[Gate], section: str, method: str | None = None) -> tuple[bool, str]:
-    """Whether the premise of ``section``'s verdicts (of ``method``'s, where given) holds, and a
-    sentence that says why; for a section gated per method without ``method``, the sentence
-    names the methods whose premise holds."""
-    needed = needed_gates(gates, section, method)
+def premise(gates: list[Gate], required: Sequence[str], method: str | None = None
+            ) -> tuple[bool, str]:
+    """Whether the premise of a section's verdicts (``required``: the gates it declares; of
+    ``method``'s, where given) holds, and a sentence that says why; for a section gated per
+    method without ``method``, the sentence names the methods whose premise holds."""
+    needed = needed_gates(gates, required, method)
     if not needed:
         return True, "no premise gate applies to this section"
     known = {g.gate: g for g in gates}
     failed = [n for n in needed if n not in known or known[n].passed is not True]
     methods = [g.gate.removeprefix("G3.") for g in gates if g.gate.startswith("G3.")]
-    if "G3" in REQUIRED.get(section, ()) and method is None and not methods:
+    if "G3" in required and method is None and not methods:
         failed.append("G3 (no fine-tuned method)")
-    elif "G3" in REQUIRED.get(section, ()) and method is None:
-        held = [m for m in methods if premise(gates, section, m)[0]]
+    elif "G3" in required and method is None:
+        held = [m for m in methods if premise(gates, required, m)[0]]
         text = (f"premise met for {', '.join(held)}" if held else "premise met for no method")
         text += (f" ({', '.join(n for n in needed if not n.startswith('G3.'))} and each "
                  "method's own G3 passed)")
@@ -287,7 +284,7 @@ def premise(gates: list[Gate], section: str, method: str | None = None) -> tuple
     return True, f"premise met: {', '.join(needed)} passed"
 
 
-def apply_premise(claims: list[dict[str, Any]], gates: list[Gate], section: str
+def apply_premise(claims: list[dict[str, Any]], gates: list[Gate], required: Sequence[str]
                   ) -> list[dict[str, Any]]:
     """``claims`` with every verdict (other than "not run") replaced by "premise not met" where
     the premise of its section (of its ``method``, where the section is gated per method)
@@ -295,7 +292,7 @@ def apply_premise(claims: list[dict[str, Any]], gates: list[Gate], section: str
     out = []
     for claim in claims:
         claim = dict(claim)
-        ok, _ = premise(gates, section, claim.get("method") or None)
+        ok, _ = premise(gates, required, claim.get("method") or None)
         if not ok and claim["verdict"] != "not run":
             claim["evidence"] = (f"{claim.get('evidence', '')} [verdict if the premise held: "
                                  f"{claim['verdict']}]").strip()
@@ -308,7 +305,7 @@ def gates_table(gates: list[Gate]):
     """The gates as a table (the notebooks', the report's and the results page's first)."""
     import pandas as pd
 
-    from lsa.report import fmt
+    from lsa.claims import fmt
 
     rows = []
     for g in gates:

@@ -27,8 +27,8 @@ from typing import Any, get_args
 import yaml
 
 from lsa import paths
+from lsa.claims import Verdict
 from lsa.config import PROFILES, RESOLVED_KEY, PipelineConfig, load_config, read_yaml
-from lsa.report import Verdict
 from lsa.runs import FINISHED, KINDS, runs_of
 from lsa.strict import ConfigError, StrictConfig, merge, setting
 

@@ -174,14 +174,14 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     replaces, what moved (verdicts that changed, claims added or gone)."""
     import pandas as pd
 
-    from lsa.gates import Gate, gates_table
-    from lsa.report import (
+    from lsa.claims import (
         by_kind,
         claims_table,
         counts_sentence,
         verdict_counts,
         verdicts_by_method,
     )
+    from lsa.gates import Gate, gates_table
 
     claims = claims_table(pd.read_csv(snapshot / "claims.csv").to_dict(orient="records"))
     stamp = json.loads((snapshot / "stamp.json").read_text())

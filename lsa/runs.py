@@ -9,7 +9,7 @@ Section 4.1 population). Its
 *identity* is everything that determines its numbers; its *id*, the folder's name, is its name
 and a digest of that identity, so a changed configuration is a new run and a finished one is
 reused. ``RunSet`` builds every run of one resolved configuration once
-(``runs_of(pipe)``); the Snakefile, the command line, the notebooks, ``lsa.analysis`` and
+(``runs_of(pipe)``); the Snakefile, the command line, the notebooks, ``lsa.runtable`` and
 ``lsa.pipeline`` (``python -m lsa check``) all read runs through it; the jobs that fill them
 are ``lsa.jobs``.
 

@@ -1,4 +1,4 @@
-"""Section 5.3 (lsa.ablation) and the ablation runs of the configuration."""
+"""Section 5.3 (lsa.sections.ablations.items) and the ablation runs of the configuration."""
 
 import math
 
@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lsa import ablation
 from lsa.config import AblationConfig, ConfigError, load_config
 from lsa.runs import ablation_specs, make_run, runs_of, runs_root
+from lsa.sections.ablations import items as ablation
 from lsa.stats import sign_verdict
 
 

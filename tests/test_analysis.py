@@ -6,8 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lsa import analysis
+from lsa import runtable
 from lsa.runs import runs_of
+from lsa.sections.babilong import tables as bl_tables
+from lsa.sections.finetuning import tables as ft_tables
 from lsa.stats import seeds_for_halfwidth, sign_verdict
 
 
@@ -21,7 +23,7 @@ def runs(values):
 def test_paired_effect_by_hand():
     df = runs({("pi", 0.0, 0): 100.0, ("pi", 0.1, 0): 90.0,
                ("pi", 0.0, 1): 110.0, ("pi", 0.1, 1): 106.0})
-    row = analysis.paired_effect(df, "ppl_long", 0.1).iloc[0]
+    row = ft_tables.paired_effect(df, "ppl_long", 0.1).iloc[0]
     assert row["delta"] == pytest.approx(-7.0)          # mean of -10 and -4
     assert row["noise"] == pytest.approx(math.sqrt(18))  # std of (-10, -4), ddof 1
     assert row["wins"] == 2 and row["seeds"] == 2
@@ -42,7 +44,7 @@ def test_extension_claims_set_the_paper_beside_ours():
                ("clex", 0.0, 1): 101.0, ("clex", 0.1, 1): 90.0,
                ("yarn", 0.0, 0): 100.0, ("yarn", 0.1, 0): 120.0,
                ("yarn", 0.0, 1): 100.0, ("yarn", 0.1, 1): 121.0})
-    claims = {c["claim"]: c for c in analysis.extension_claims(df)}
+    claims = {c["claim"]: c for c in ft_tables.extension_claims(df)}
     clex = claims["CE + 0.1 misalign lowers long-window perplexity (clex)"]
     assert clex["verdict"] == "agrees" and "6.12 -> 5.88" in clex["paper"]
     assert clex["grade"] == "A"
@@ -57,7 +59,7 @@ def test_extension_claims_set_the_paper_beside_ours():
     assert f"[{d.mean() - half:+.3g}, {d.mean() + half:+.3g}] nats" in clex["evidence"]
     assert "the paper's effect: 0.04 nats" in clex["evidence"]  # log(5.88 / 6.12)
     assert clex["method"] == "clex" and "PPL 100.5 -> 90" in clex["ours"]
-    one_seed = analysis.extension_claims(df[df["seed"] == 0])
+    one_seed = ft_tables.extension_claims(df[df["seed"] == 0])
     assert {c["verdict"] for c in one_seed} == {"underpowered"}  # no interval, no verdict
 
 
@@ -67,14 +69,14 @@ def test_babilong_tables_and_claims_by_hand():
         for alpha, correct in ((0.0, [1, 1, 0, 0]), (0.1, [1, 1, 1, 0])):
             for multiple in (1, 2):
                 for i, c in enumerate(correct):
-                    rows.append({"alpha": alpha, "loss": analysis.loss_label(alpha),
+                    rows.append({"alpha": alpha, "loss": runtable.loss_label(alpha),
                                  "seed": seed, "task": "qa1", "multiple": multiple,
                                  "length": 256 * multiple, "depth": None, "index": i,
                                  "correct": bool(c)})
     acc = pd.DataFrame(rows)
-    table = analysis.accuracy_table(acc, ["multiple"])
+    table = bl_tables.accuracy_table(acc, ["multiple"])
     assert set(table["accuracy"]) == {50.0, 75.0} and set(table["seeds"]) == {2}
-    claims = {c["id"]: c for c in analysis.babilong_claims(acc, pd.DataFrame())}
+    claims = {c["id"]: c for c in bl_tables.babilong_claims(acc, pd.DataFrame())}
     # 8 answers per cell: the intervals are too wide for a verdict (tests/test_babilong.py)
     assert claims["S5.4.gate.qa1"]["verdict"] == "unclear"  # 50 %, Wilson 22-78 %
     assert claims["S5.4.gate.qa1"]["kind"] == "control"  # a sanity check, not the paper's
@@ -87,7 +89,7 @@ def test_babilong_tables_and_claims_by_hand():
 def test_misalignment_claim_reports_the_papers_positions_and_every_position():
     df = runs({("pi", 0.0, 0): 100.0, ("pi", 0.1, 0): 90.0})
     df["misalignment_all"] = [5.0, 6.0]  # every overlap position: higher after, unlike paper's
-    claims = {c["claim"]: c for c in analysis.extension_claims(df)}
+    claims = {c["claim"]: c for c in ft_tables.extension_claims(df)}
     mis = claims["The regularizer lowers the long-short misalignment (pi)"]
     assert "L_misalign 10 -> 9" in mis["ours"] and mis["verdict"] == "underpowered"  # 1 seed
     assert "every overlap position 5 -> 6" in mis["evidence"]
@@ -99,27 +101,27 @@ def test_babilong_train_design_tables_are_the_direct_ones():
     before the evaluate design existed, by multiple of l_train, not split by method."""
     from pandas.testing import assert_frame_equal
 
-    rows = [{"method": "pi", "alpha": a, "loss": analysis.loss_label(a), "seed": s,
+    rows = [{"method": "pi", "alpha": a, "loss": runtable.loss_label(a), "seed": s,
              "task": t, "multiple": m, "length": 128 * m, "depth": d, "index": i,
              "correct": (i + s + m + int(10 * a)) % 3 != 0, "scorer": "official"}
             for s in (0, 1) for a in (0.0, 0.1) for t in ("qa1", "qa4") for m in (1, 2, 4)
             for d in (None,) for i in range(6)]
     acc = pd.DataFrame(rows)
     depth = acc[acc["task"] == "qa1"].assign(depth=lambda df: df["multiple"] / 8)
-    tables = analysis.babilong_tables(acc, depth, 0.1)
-    gate = analysis.accuracy_table(acc[(acc["alpha"] == 0) & (acc["multiple"] == 1)], ["task"])
+    tables = bl_tables.babilong_tables(acc, depth, 0.1)
+    gate = bl_tables.accuracy_table(acc[(acc["alpha"] == 0) & (acc["multiple"] == 1)], ["task"])
     assert_frame_equal(tables["sanity_gate"].drop(columns="chance_pct"), gate)
     assert_frame_equal(tables["table6_accuracy_by_length"],
-                       analysis.accuracy_table(acc, ["multiple"]))
+                       bl_tables.accuracy_table(acc, ["multiple"]))
     assert_frame_equal(tables["accuracy_by_task_length"],
-                       analysis.accuracy_table(acc, ["task", "multiple"]))
+                       bl_tables.accuracy_table(acc, ["task", "multiple"]))
     assert_frame_equal(tables["table6_paired_difference"],
-                       analysis.paired_accuracy(acc, ["multiple"], 0.1))
+                       bl_tables.paired_accuracy(acc, ["multiple"], 0.1))
     assert_frame_equal(tables["table7_paired_difference"],
-                       analysis.paired_accuracy(depth, ["depth"], 0.1))
-    assert list(analysis.curve_label(tables["table6_accuracy_by_length"]).unique()) == [
+                       bl_tables.paired_accuracy(depth, ["depth"], 0.1))
+    assert list(bl_tables.curve_label(tables["table6_accuracy_by_length"]).unique()) == [
         "CE", "CE+0.1*SCE"]
-    ids = [c["id"] for c in analysis.babilong_claims(acc, depth)]
+    ids = [c["id"] for c in bl_tables.babilong_claims(acc, depth)]
     assert {"S5.4.gate.qa1", "S5.4.len1x", "S5.4.len2x", "S5.4.len4x"} <= set(ids)
 
 
@@ -127,14 +129,14 @@ def test_babilong_axes_and_settings_follow_the_design():
     from lsa.config import load_config
 
     smoke = load_config(profile="smoke")
-    assert analysis.babilong_axes(smoke)["labels"] == ["1x", "2x", "4x"]
-    assert "evaluation at [1, 2, 4] x l_train" in analysis.babilong_settings(smoke)
+    assert bl_tables.babilong_axes(smoke)["labels"] == ["1x", "2x", "4x"]
+    assert "evaluation at [1, 2, 4] x l_train" in bl_tables.babilong_settings(smoke)
     small = load_config(profile="gpu-small")
-    axes = analysis.babilong_axes(small)
+    axes = bl_tables.babilong_axes(small)
     assert (axes["x"], axes["ticks"], axes["labels"]) == ("length", [1024, 2048, 4096],
                                                           ["1K", "2K", "4K"])
     assert axes["depth_title"] == "qa1 at 4096 tokens"
-    text = analysis.babilong_settings(small)
+    text = bl_tables.babilong_settings(small)
     assert "evaluate design" in text and "clex_a0.1_s2" in text and "l_train" not in text
 
 
@@ -195,22 +197,22 @@ def evaluated(out_root):
 
 
 def test_evaluate_design_rows_are_tagged_by_model(evaluated):
-    acc, depth = analysis.collect_babilong(evaluated)
+    acc, depth = bl_tables.collect_babilong(evaluated)
     assert sorted(set(acc["run"])) == sorted(n for n in EVALUATED if n != "clex_a0.1_s1")
     assert set(acc["design"]) == {"evaluate"} and "multiple" not in acc
     assert dict(acc.groupby("method")["l_train"].first()) == {"clex": 8192, "pi": 4096}
     assert set(acc["finetune_run"]) >= {"clex_a0_s0-digest", "pi_a0.1_s0-digest"}
     assert len(acc) == 5 * 2 * 3 * 100 and len(depth) == 5 * 4 * 100
-    assert analysis.babilong_groups(acc) == ["method", "l_train"]
-    assert analysis.babilong_length(acc) == "length"
-    sources = analysis.babilong_sources(evaluated)
+    assert bl_tables.babilong_groups(acc) == ["method", "l_train"]
+    assert bl_tables.babilong_length(acc) == "length"
+    sources = bl_tables.babilong_sources(evaluated)
     assert sources["prompts"]["sha256"] == "abc" and sources["max_new_tokens"] == 20
     assert sources["evaluated"]["pi_a0_s0"] == "pi_a0_s0-digest" and len(sources["evaluated"]) == 5
 
 
 def test_evaluate_design_tables_pair_by_method(evaluated):
-    acc, depth = analysis.collect_babilong(evaluated)
-    tables = analysis.babilong_tables(acc, depth, 0.1)
+    acc, depth = bl_tables.collect_babilong(evaluated)
+    tables = bl_tables.babilong_tables(acc, depth, 0.1)
     diff = tables["table6_paired_difference"].set_index(["method", "length"])
     assert len(diff) == 2 * 3                            # per method and length
     assert (diff.loc["clex", "delta"] == 25.0).all() and (diff.loc["pi", "delta"] == -25.0).all()
@@ -222,7 +224,7 @@ def test_evaluate_design_tables_pair_by_method(evaluated):
     # the gate: CE at the longest length within each model's own window
     gate = tables["sanity_gate"]
     assert dict(zip(gate["method"], gate["length"])) == {"clex": 8192, "pi": 4096}
-    assert list(analysis.curve_label(tables["table6_accuracy_by_length"]).unique()) == [
+    assert list(bl_tables.curve_label(tables["table6_accuracy_by_length"]).unique()) == [
         "clex@8192, CE", "pi@4096, CE", "clex@8192, CE+0.1*SCE", "pi@4096, CE+0.1*SCE"]
     depth_diff = tables["table7_paired_difference"].set_index(["method", "depth"])
     assert depth_diff.loc[("clex", 0.0), "delta"] == 0
@@ -230,9 +232,9 @@ def test_evaluate_design_tables_pair_by_method(evaluated):
 
 
 def test_evaluate_design_claims_map_the_paper_by_absolute_length(evaluated):
-    acc, depth = analysis.collect_babilong(evaluated)
-    claims = {c["id"]: c for c in analysis.babilong_claims(acc, depth, 0.1)}
-    assert len(claims) == len(analysis.babilong_claims(acc, depth, 0.1))   # ids are unique
+    acc, depth = bl_tables.collect_babilong(evaluated)
+    claims = {c["id"]: c for c in bl_tables.babilong_claims(acc, depth, 0.1)}
+    assert len(claims) == len(bl_tables.babilong_claims(acc, depth, 0.1))   # ids are unique
     # a model trained at 8K: 4096 tokens is the paper's 4K (multiple 0 by integer division)
     at4k = claims["S5.4.clex-8192.len4096"]
     assert "48.2 -> 49.1" in at4k["paper"] and "0.5x the training window" in at4k["evidence"]
@@ -259,12 +261,12 @@ def test_evaluate_design_refuses_two_runs_of_one_model(out_root):
     write_evaluation(pipe, "clex_a0_s0", "clex", 0.0, 0, 8192)
     write_evaluation(pipe, "pi_a0_s0", "clex", 0.0, 0, 8192)   # the same model twice
     with pytest.raises(ValueError, match="clex_a0_s0 and pi_a0_s0"):
-        analysis.collect_babilong(pipe)
+        bl_tables.collect_babilong(pipe)
     acc = pd.DataFrame([{"method": "clex", "alpha": a, "seed": 0, "task": "qa1",
                          "length": 4096, "depth": None, "index": 0, "correct": True}
                         for a in (0.0, 0.0, 0.1)])
     with pytest.raises(pd.errors.MergeError):
-        analysis.paired_accuracy(acc, ["length"], 0.1)
+        bl_tables.paired_accuracy(acc, ["length"], 0.1)
 
 
 def test_the_long_context_task_claim_is_judged_against_the_papers_effect():
@@ -273,7 +275,7 @@ def test_the_long_context_task_claim_is_judged_against_the_papers_effect():
                ("eabf", 0.0, 2): 100.0, ("eabf", 0.1, 2): 100.0})
     df["nll_copy_2x"] = [4.0, 4.001, 4.0, 3.999, 4.0, 4.0005]   # differences within +-0.001
     df["nll_copy_4x"] = [4.0, 4.5, 4.0, 3.6, 4.0, 4.1]          # wide: +0.5, -0.4, +0.1
-    claims = {c["claim"]: c for c in analysis.extension_claims(df)}
+    claims = {c["claim"]: c for c in ft_tables.extension_claims(df)}
     tight = claims["CE + 0.1 misalign improves the long-context task at 2x l_train: copy NLL "
                    "(eabf)"]
     # +-0.001 nats sits inside EABF's paper effect, log(5.91 / 6.01) = -0.0168: it rules it out
@@ -287,7 +289,7 @@ def test_the_long_context_task_claim_is_judged_against_the_papers_effect():
 def test_power_table_by_hand():
     df = runs({("eabf", 0.0, 0): 100.0, ("eabf", 0.1, 0): 99.0,
                ("eabf", 0.0, 1): 100.0, ("eabf", 0.1, 1): 97.0})
-    row = analysis.power_table(df, columns=("nll_long",)).iloc[0]
+    row = ft_tables.power_table(df, columns=("nll_long",)).iloc[0]
     d = np.log([0.99, 0.97])
     assert row["sd"] == pytest.approx(d.std(ddof=1))
     assert row["paper_effect"] == pytest.approx(math.log(5.91 / 6.01))
@@ -297,7 +299,7 @@ def test_power_table_by_hand():
 def test_window_columns_are_ordered_by_the_multiple_as_a_number():
     frame = pd.DataFrame(columns=["ppl_16x", "ppl_2x", "ppl_long", "nll_4x", "ppl_1x",
                                   "ppl_copy_2x", "ppl_4x"])
-    assert analysis.window_columns(frame) == ["ppl_1x", "ppl_2x", "ppl_4x", "ppl_16x"]
-    assert analysis.window_columns(frame, "nll") == ["nll_4x"]
-    from lsa import ablation
+    assert runtable.window_columns(frame) == ["ppl_1x", "ppl_2x", "ppl_4x", "ppl_16x"]
+    assert runtable.window_columns(frame, "nll") == ["nll_4x"]
+    from lsa.sections.ablations import items as ablation
     assert ablation.longest_column(frame.assign(nll_16x=1.0)) == "nll_16x"

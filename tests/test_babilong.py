@@ -391,7 +391,7 @@ def answers(correct_by_run, multiple=1, task="qa1", depth=None):
     """Rows as the runs store them: {(alpha, seed): [0/1 per test sample index]}."""
     import pandas as pd
 
-    from lsa.analysis import loss_label
+    from lsa.runtable import loss_label
 
     return pd.DataFrame([{"alpha": a, "loss": loss_label(a), "seed": s, "task": task,
                           "length": 256 * multiple, "multiple": multiple, "depth": depth,
@@ -411,7 +411,7 @@ def test_wilson_interval_by_hand():
 
 
 def test_accuracy_table_pools_seeds_with_a_wilson_interval():
-    from lsa.analysis import accuracy_table
+    from lsa.sections.babilong.tables import accuracy_table
     from lsa.stats import wilson_interval
 
     rows = answers({(0.0, 0): [1, 1, 0, 0, 1], (0.0, 1): [1, 0, 0, 0, 1]})
@@ -426,7 +426,7 @@ def test_accuracy_table_pools_seeds_with_a_wilson_interval():
 def test_paired_interval_by_hand():
     """Differences are paired per (seed, task, length, depth, index), pooled over seeds; the
     interval is Agresti-Min's: 1/2 added to each cell of the paired 2x2 table."""
-    from lsa.analysis import paired_accuracy
+    from lsa.sections.babilong.tables import paired_accuracy
     from lsa.stats import paired_proportion_interval as paired_interval
 
     rows = answers({(0.0, 0): [1, 0, 1, 0, 0], (0.1, 0): [1, 1, 1, 0, 1],
@@ -463,7 +463,7 @@ def test_sign_verdict_both_directions(low, high, verdict):
 
 
 def test_babilong_verdicts_only_outside_the_interval():
-    from lsa.analysis import babilong_claims
+    from lsa.sections.babilong.tables import babilong_claims
 
     # +25 points on 4 samples x 2 seeds: the old per-seed rule said "agrees"; the paired
     # interval (-12 to +52 points) contains 0
@@ -496,7 +496,7 @@ def test_babilong_verdicts_only_outside_the_interval():
 def test_a_gain_only_one_seed_shows_is_not_a_verdict():
     """Seed 0: the regularized run answers 40 more of 100 prompts; seed 1: no difference. Over
     the 200 answers alone the gain is clear; with the seed as the unit it is not."""
-    from lsa.analysis import paired_accuracy
+    from lsa.sections.babilong.tables import paired_accuracy
     from lsa.stats import sign_verdict
 
     ce = [0] * 100
@@ -512,7 +512,7 @@ def test_a_gain_only_one_seed_shows_is_not_a_verdict():
 def test_gate_and_depth_zero_use_intervals():
     import pandas as pd
 
-    from lsa.analysis import babilong_claims
+    from lsa.sections.babilong.tables import babilong_claims
 
     # gate: 50 % of 8 answers (Wilson 21.5-78.5 %) is not clearly above chance + 10 = 26.7 %
     small = answers({(0.0, 0): [1, 0] * 4})

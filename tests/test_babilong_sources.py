@@ -2,7 +2,7 @@
 twice, once on the built-in generator (what a fresh clone has) and once on the real bAbI files
 (``$LSA_DATA_DIR/babi``, when the machine has them), and their claims compared: a claim that
 "agrees" with one source and "disagrees" with the other is a finding about the data, not about
-the regularizer, and fails the test (``lsa.analysis.verdict_flips``)."""
+the regularizer, and fails the test (``lsa.sections.babilong.tables.verdict_flips``)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import sys
 
 import pytest
 
-from lsa import analysis, paths
+from lsa import paths
 from lsa.config import load_config
 from lsa.runs import runs_of
+from lsa.sections.babilong import tables as bl_tables
 
 from conftest import ROOT
 
@@ -35,9 +36,9 @@ def _train(out_root, data_dir: str | None, monkeypatch) -> tuple[list[dict], dic
                               "--no-progress"], env=dict(os.environ), cwd=ROOT,
                              capture_output=True, text=True)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    acc, depth = analysis.collect_babilong(pipe)
-    claims = analysis.babilong_claims(acc, depth, pipe.view.alpha)
-    return claims, analysis.babilong_sources(pipe)
+    acc, depth = bl_tables.collect_babilong(pipe)
+    claims = bl_tables.babilong_claims(acc, depth, pipe.view.alpha)
+    return claims, bl_tables.babilong_sources(pipe)
 
 
 def test_babilong_verdicts_do_not_flip_with_the_babi_source(tmp_path, monkeypatch):
@@ -49,7 +50,7 @@ def test_babilong_verdicts_do_not_flip_with_the_babi_source(tmp_path, monkeypatc
     assert set(gen_source["babi_source"].values()) == {"built-in generator"}
     assert all(s.startswith("bAbI files") for s in real_source["babi_source"].values())
     assert {c["id"] for c in generated} == {c["id"] for c in real}
-    assert analysis.verdict_flips(generated, real) == []
+    assert bl_tables.verdict_flips(generated, real) == []
 
 
 def test_verdict_flips_finds_opposite_verdicts_only():
@@ -57,4 +58,4 @@ def test_verdict_flips_finds_opposite_verdicts_only():
          {"id": "z", "verdict": "disagrees"}]
     b = [{"id": "x", "verdict": "disagrees"}, {"id": "y", "verdict": "agrees"},
          {"id": "z", "verdict": "disagrees"}]
-    assert analysis.verdict_flips(a, b) == ["x: agrees -> disagrees"]
+    assert bl_tables.verdict_flips(a, b) == ["x: agrees -> disagrees"]

@@ -75,21 +75,48 @@ def test_unknown_profile_and_section_keys_fail():
     with pytest.raises(ConfigError, match="profiles.mini.synthetic.*stepz"):
         from_mapping(raw, profile="mini")
     raw = raw_config()
-    raw["sections"]["01_synthetic_study"]["threads"] = 2  # Snakemake's: workflow/settings.yaml
-    with pytest.raises(ConfigError, match="unknown key sections.01_synthetic_study.threads"):
-        from_mapping(raw)
-    raw = raw_config()
     raw["profiles"]["gpu-small"]["finetune"]["gpu"] = True
     with pytest.raises(ConfigError, match="unknown key profiles.gpu-small.finetune.gpu"):
         from_mapping(raw, profile="gpu-small")
     raw = raw_config()
-    raw["sections"]["06_replication_report"]["needs"] = ["99_nothing"]
-    with pytest.raises(ConfigError, match="99_nothing"):
-        from_mapping(raw)
-    raw = raw_config()
     raw["colour"] = "blue"
     with pytest.raises(ConfigError, match="unknown key colour"):
         from_mapping(raw)
+
+
+def test_a_bad_section_declaration_fails_naming_its_file(tmp_path):
+    from lsa.config import section_declarations
+
+    def declare(text: str) -> None:
+        (tmp_path / "x").mkdir(exist_ok=True)
+        (tmp_path / "x" / "section.yaml").write_text(
+            "key: 01_x\nnotebook: 01_x.ipynb\nconfig: view\n" + text)
+
+    declare("threads: 2\n")  # Snakemake's: workflow/settings.yaml
+    with pytest.raises(ConfigError, match="unknown key x/section.yaml.threads"):
+        section_declarations(tmp_path)
+    declare("gates: [G9]\n")
+    with pytest.raises(ConfigError, match="x/section.yaml.gates"):
+        section_declarations(tmp_path)
+    declare("")
+    assert section_declarations(tmp_path)["01_x"].package == "x"
+    (tmp_path / "x" / "section.yaml").write_text("notebook: 01_x.ipynb\n")
+    with pytest.raises(ConfigError, match="no `key`"):
+        section_declarations(tmp_path)
+
+
+def test_a_section_needing_an_unknown_one_fails():
+    from dataclasses import replace
+
+    from lsa.config import PipelineConfig, SectionSpec
+
+    pipe = load_config(profile="smoke")
+    bad = dict(pipe.sections)
+    bad["06_replication_report"] = replace(bad["06_replication_report"], needs=["99_nothing"])
+    with pytest.raises(ConfigError, match="99_nothing"):
+        PipelineConfig(**{**{f: getattr(pipe, f) for f in pipe.__dataclass_fields__},
+                          "sections": bad})
+    assert isinstance(bad["01_synthetic_study"], SectionSpec)
 
 
 def test_report_receives_the_sections_it_needs():

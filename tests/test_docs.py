@@ -4,7 +4,7 @@
   a file or folder tracked by git, and a link to a section names a heading of its page.
 - Code, configuration, tests, scripts, the workflow and the notebooks cite the project's own
   notes (docs/methods.md, docs/paper.md), never notes outside the repository.
-- docs/paper.md repeats the reference values of lsa/report.py: key, value and grade agree.
+- docs/paper.md repeats the reference values of lsa/claims.py: key, value and grade agree.
 
 One ``git ls-files`` lists the tracked files; outside a git checkout the tests that need it skip.
 """
@@ -163,7 +163,7 @@ def test_links_finds_every_kind_and_ignores_code():
 def test_resolve_is_relative_to_the_page():
     assert resolve("docs/paper.md", "other.md#notation") == ("docs/other.md", "notation")
     assert resolve("docs/paper.md", "../README.md") == ("README.md", "")
-    assert resolve("README.md", "/lsa/report.py") == ("lsa/report.py", "")
+    assert resolve("README.md", "/lsa/claims.py") == ("lsa/claims.py", "")
     assert resolve("README.md", "docs/a%20b.md?plain=1") == ("docs/a b.md", "")
     assert resolve("README.md", "#results") == ("README.md", "results")
     assert resolve("README.md", "../outside.md") is None
@@ -232,9 +232,9 @@ def test_code_cites_the_repository_notes(tracked):
 
 
 def test_paper_page_repeats_the_reference_values():
-    """Every entry of lsa.report.PAPER appears once in docs/paper.md's tables (a row
+    """Every entry of lsa.claims.PAPER appears once in docs/paper.md's tables (a row
     ``| `key` | value | grade | ... |``) with the same value and grade, and no other key does."""
-    from lsa.report import PAPER
+    from lsa.claims import PAPER
 
     text = read_text("docs/paper.md")
     assert text is not None, "docs/paper.md is missing"
@@ -268,5 +268,5 @@ def test_paper_page_repeats_the_reference_values():
         value, grade = rows[key][:2]
         if not (same(value, ref.value) and grade == ref.grade):
             wrong.append(f"{key}: {value} [{grade}] in the page, {ref.value!r} [{ref.grade}] in "
-                         "lsa/report.py")
-    assert not wrong, "values that differ from lsa/report.py:\n" + "\n".join(wrong)
+                         "lsa/claims.py")
+    assert not wrong, "values that differ from lsa/claims.py:\n" + "\n".join(wrong)

@@ -58,7 +58,7 @@ def finetuning_figures(monkeypatch):
                             "misalign": (0.1 * step if a else np.nan)}
                            for m in ft.methods[:2] for a in ft.alphas for s in [0, 1]
                            for step in range(1, 11)])
-    monkeypatch.setattr(finetuning.analysis, "curves", lambda pipe: curves)
+    monkeypatch.setattr(finetuning.runtable, "curves", lambda pipe: curves)
     setup, result = setup_of(PIPE.view), Result(tables={"runs": runs})
     return [(f.__name__, f(setup, result)) for f in (
         finetuning.figure_ppl_by_window, finetuning.figure_training_curves,

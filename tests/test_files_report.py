@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from lsa import files, paths, report, seeding, stats
+from lsa import claims as report
+from lsa import files, paths, seeding, stats
 
 
 def draw():

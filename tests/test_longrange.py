@@ -12,9 +12,17 @@ import pytest
 import torch
 
 from lsa import gates
+from lsa.config import load_config
 from lsa.data.recurrence import copy_probes, insert_recurrences
 from lsa.data.tokens import TokenStream
 from lsa.evaluate.longrange import copy_retrieval
+
+# the gates each section declares (lsa/sections/<package>/section.yaml; held there by
+# tests/test_structure.py)
+SECTIONS = load_config(profile="smoke").sections
+FINETUNING = SECTIONS["03_regularized_finetuning"].gates
+CORRELATION = SECTIONS["02_misalignment_correlation"].gates
+BABILONG = SECTIONS["05_babilong"].gates
 
 V = 4000
 
@@ -168,12 +176,12 @@ def test_a_failed_gate_turns_a_sections_verdicts_into_premise_not_met():
     bad = gates.Gate("G2", "q", 0.1, -0.1, 0.3, 0.5, False, "")
     claims = [{"id": "X", "verdict": "agrees", "evidence": "e"},
               {"id": "Y", "verdict": "not run", "evidence": ""}]
-    held = gates.apply_premise(claims, [ok, bad], "03_regularized_finetuning")
+    held = gates.apply_premise(claims, [ok, bad], FINETUNING)
     assert [c["verdict"] for c in held] == ["premise not met", "not run"]
     assert "verdict if the premise held: agrees" in held[0]["evidence"]
     good = gates.Gate("G2", "q", 1, 0.9, 1.1, 0.5, True, "")
-    assert gates.apply_premise(claims, [ok, good], "02_misalignment_correlation") == claims
-    assert gates.premise([ok], "02_misalignment_correlation")[0] is False  # a gate not there
+    assert gates.apply_premise(claims, [ok, good], CORRELATION) == claims
+    assert gates.premise([ok], CORRELATION)[0] is False  # a gate not there
     table = gates.gates_table([ok, bad])
     assert list(table["outcome"]) == ["pass", "fail"]
 
@@ -187,10 +195,10 @@ def test_a_method_claims_rest_on_its_own_g3():
     claims = [{"id": "A", "verdict": "agrees", "method": "eabf"},
               {"id": "B", "verdict": "disagrees", "method": "clex"},
               {"id": "C", "verdict": "agrees"}]  # no method: every G3 must pass
-    held = gates.apply_premise(claims, found, "03_regularized_finetuning")
+    held = gates.apply_premise(claims, found, FINETUNING)
     assert [c["verdict"] for c in held] == ["agrees", "premise not met", "premise not met"]
-    ok, text = gates.premise(found, "03_regularized_finetuning")
+    ok, text = gates.premise(found, FINETUNING)
     assert not ok and "premise met for eabf" in text and "not for clex" in text
-    assert gates.premise(found, "03_regularized_finetuning", "eabf") == (
+    assert gates.premise(found, FINETUNING, "eabf") == (
         True, "premise met: G1, G2, G3.eabf passed")
-    assert gates.needed_gates(found, "05_babilong", "clex") == ["G1", "G2"]
+    assert gates.needed_gates(found, BABILONG, "clex") == ["G1", "G2"]

@@ -8,8 +8,8 @@ import typing
 import pytest
 
 from lsa import files, paths
+from lsa.claims import Verdict
 from lsa.pipeline import check_outputs, pipeline_config
-from lsa.report import Verdict
 from lsa.runs import runs_of
 
 from conftest import run, tool

@@ -1,10 +1,12 @@
-"""Section 4.1 (lsa.population): Table 1 rows and claims on fixed data with known answers."""
+"""Section 4.1 (lsa.sections.correlation.table1): Table 1 rows and claims on fixed data with
+known answers."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from lsa import population, stats
+from lsa import stats
+from lsa.sections.correlation import table1 as population
 
 
 def models(n: int = 12, seed: int = 0) -> pd.DataFrame:
@@ -152,7 +154,7 @@ def test_the_narrative_says_which_part_carries_the_correlation_and_where_it_vari
 
 
 def test_the_logged_training_loss_is_the_mean_ce_of_the_last_fifth():
-    from lsa.analysis import final_ce
+    from lsa.runtable import final_ce
 
     log = [{"step": i + 1, "ce": float(i + 1)} for i in range(10)]
     assert final_ce(log) == pytest.approx(9.5)  # steps 9 and 10

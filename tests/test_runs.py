@@ -232,7 +232,9 @@ def test_a_job_fails_when_its_id_is_not_the_one_the_pipeline_expects(capsys):
 
 READ_RESULTS = """
 import sys
-from lsa import analysis, pipeline
+from lsa import pipeline
+from lsa.sections.babilong import tables as bl_tables
+from lsa import runtable
 from lsa.config import load_config
 from lsa.files import write_json
 from lsa.runs import mark_finished, runs_of
@@ -249,10 +251,10 @@ for profile in ("smoke", "gpu-small"):
         (run.folder / "metrics.jsonl").write_text('{"step": 1, "ce": 2.0}\\n')
         write_json(run.folder / "run_info.json", {"seed": 0})
         mark_finished(run.folder, {"steps": 1})
-    analysis.collect_runs(pipe)
-    analysis.curves(pipe)
-    analysis.collect_babilong(pipe)
-    analysis.babilong_sources(pipe)
+    runtable.collect_runs(pipe)
+    runtable.curves(pipe)
+    bl_tables.collect_babilong(pipe)
+    bl_tables.babilong_sources(pipe)
     pipeline.check_runs(pipe)
 print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
 """
@@ -269,7 +271,7 @@ def test_run_identities_need_no_torch():
     code = ("import sys; from lsa.config import load_config; from lsa.runs import runs_of; "
             "[r.folder for p in ('smoke', 'mini', 'gpu-small', 'paper') "
             "for r in runs_of(load_config(profile=p))]; "
-            "import lsa.runs, lsa.analysis, lsa.pipeline, lsa.notebook; "
+            "import lsa.runs, lsa.runtable, lsa.pipeline, lsa.notebook; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr

@@ -171,7 +171,7 @@ def test_seeds_for_halfwidth_by_hand():
 def test_the_verdict_type_lists_exactly_the_words_the_rules_make():
     import typing
 
-    from lsa.report import CONTROL_ORDER, VERDICT_ORDER, Verdict
+    from lsa.claims import CONTROL_ORDER, VERDICT_ORDER, Verdict
 
     words = {*stats.PAPER_VERDICTS, *stats.CONTROL_OUTCOMES, stats.NOT_RUN,
              stats.PREMISE_NOT_MET}

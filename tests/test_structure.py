@@ -3,6 +3,8 @@ function or under TYPE_CHECKING), and one list of method names."""
 
 from typing import get_args
 
+import pytest
+
 from lsa.imports import closure, import_graph, module_file, notebook_inputs
 
 from conftest import ROOT
@@ -50,15 +52,40 @@ def test_lsa_has_no_import_cycle():
     assert cycles({k: set(v) for k, v in graph.items()}) == []
 
 
-def test_every_configured_section_has_its_module():
-    """The registry (lsa.sections.SECTIONS) names a module with ``analyse`` for every section
-    the configuration runs, and nothing else."""
-    from lsa import sections
-    from lsa.config import load_config
+def test_every_section_is_one_package_declared_once(tmp_path):
+    """Config, registry and packages together: every package under lsa/sections/ declares its
+    section in ``section.yaml`` (and nothing else declares one), the pipeline's sections are
+    those declarations, each has its notebook and ``analyse``, its settings part, the gates and
+    the needs it names exist, and the report gathers every other section."""
+    from lsa import paths, sections
+    from lsa.config import PARTS, ConfigError, load_config, section_declarations
 
-    assert set(sections.SECTIONS) == set(load_config().sections)
-    for key in sections.SECTIONS:
+    root = paths.ROOT / "lsa" / "sections"
+    folders = sorted(p.name for p in root.iterdir()
+                     if p.is_dir() and (p / "__init__.py").exists())
+    declared = section_declarations()
+    assert sorted(s.package for s in declared.values()) == folders
+    pipe = load_config(profile="smoke")
+    assert pipe.sections == declared
+    assert sections.packages() == {k: s.package for k, s in declared.items()}
+    for key, spec in declared.items():
+        assert spec.notebook == f"{key}.ipynb" and (paths.NOTEBOOKS / spec.notebook).exists()
         assert callable(sections.module(key).analyse), key
+        assert spec.config in PARTS
+    report = [k for k, s in declared.items() if s.config == "report"]
+    assert len(report) == 1
+    assert pipe.report.sections == declared[report[0]].needs == [k for k in declared
+                                                                 if k != report[0]]
+    # a configuration cannot redeclare them; a second declaration of one key is refused
+    with pytest.raises(ConfigError, match="declared by their packages"):
+        from lsa.config import from_mapping
+        from_mapping({"sections": {}})
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "section.yaml").write_text(
+            "key: 01_x\nnotebook: 01_x.ipynb\nconfig: view\n")
+    with pytest.raises(ConfigError, match="declared by a too"):
+        section_declarations(tmp_path)
 
 
 def test_configuration_and_extension_share_one_list_of_method_names():
@@ -97,7 +124,8 @@ def test_a_notebooks_inputs_are_what_it_loads():
     (the seed helper and fault points of lsa.notebook too), not the training stack it reaches
     only through a function."""
     inputs = notebook_inputs(ROOT / "notebooks" / "04_ablations.ipynb")
-    assert {"sections/ablations.py", "ablation.py", "stats.py", "notebook.py", "seeding.py",
-            "runs.py", "config.py"} <= set(inputs)
+    assert {"sections/ablations/__init__.py", "sections/ablations/items.py", "stats.py",
+            "notebook.py", "seeding.py", "runs.py", "config.py"} <= set(inputs)
     assert not {"jobs.py", "train.py", "misalign.py", "__init__.py", "paths.py"} & set(inputs)
-    assert "synthetic.py" in notebook_inputs(ROOT / "notebooks" / "01_synthetic_study.ipynb")
+    assert "sections/synthetic/study.py" in notebook_inputs(
+        ROOT / "notebooks" / "01_synthetic_study.ipynb")

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 import torch
 
-from lsa import synthetic as syn
 from lsa.config import SyntheticConfig
+from lsa.sections.synthetic import study as syn
 
 
 def gen(seed=0):
@@ -185,7 +185,7 @@ def test_claim_verdicts_follow_the_numbers():
 
 _KILLED_RUN = """
 import sys
-from lsa import synthetic as syn
+from lsa.sections.synthetic import study as syn
 from lsa.config import SyntheticConfig
 
 class Bar:  # says when the first run came back: the workers are past their initializer

@@ -195,7 +195,7 @@ def test_workflow_settings_cover_every_run_kind_and_section():
     # modules that only orchestrate are no run's input (editing them retrains nothing)
     for modules in settings.run_modules.values():
         assert not {"config.py", "strict.py", "runs.py", "pipeline.py", "files.py",
-                    "__main__.py", "analysis.py"} & set(modules)
+                    "__main__.py", "runtable.py"} & set(modules)
 
 
 def test_bad_workflow_settings_fail_with_a_clear_message(tmp_path):

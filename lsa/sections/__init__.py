@@ -7,9 +7,12 @@ as PNG and PDF under ``figures/<profile>/`` and records its name in the result).
 are a part of the configuration (``lsa.config``; ``python -m lsa config --fields``), the runs it
 reads are planned by ``lsa.runs``, its verdicts come from ``lsa.stats``.
 
-``SECTIONS`` names each section's module; ``config/config.yaml`` (``sections:``) says which
-notebook runs it, which settings part it reads, what it needs. Adding a section:
-CONTRIBUTING.md.
+Each section is a package (``synthetic``, ``correlation``, ``finetuning``, ``ablations``,
+``babilong``, ``report``) whose ``section.yaml`` declares it once: its key (the notebook and
+results folder), the settings part its parameters cell receives, the premise gates its verdicts
+need, the runs it reads and the sections it needs. The pipeline's list of sections
+(``PipelineConfig.sections``), this registry (``packages``), the gates of ``with_premise`` and
+the report's list derive from those files. Adding a section: CONTRIBUTING.md.
 """
 
 from __future__ import annotations
@@ -26,23 +29,21 @@ if TYPE_CHECKING:
 
     from lsa.notebook import Setup
 
-# section (notebook and results folder) -> its module under lsa/sections/
-SECTIONS: dict[str, str] = {
-    "01_synthetic_study": "synthetic",
-    "02_misalignment_correlation": "correlation",
-    "03_regularized_finetuning": "finetuning",
-    "04_ablations": "ablations",
-    "05_babilong": "babilong",
-    "06_replication_report": "report",
-}
+def packages() -> dict[str, str]:
+    """Section (notebook and results folder) -> its package under lsa/sections/, from the
+    packages' declarations (``section.yaml``, ``lsa.config.section_declarations``)."""
+    from lsa.config import section_declarations
+
+    return {key: spec.package for key, spec in section_declarations().items()}
 
 
 def module(section: str) -> ModuleType:
-    """The module of ``section`` (``lsa.sections.<name>``)."""
-    if section not in SECTIONS:
-        raise KeyError(f"section {section!r}: not in lsa.sections.SECTIONS "
-                       f"({', '.join(SECTIONS)})")
-    return importlib.import_module(f"lsa.sections.{SECTIONS[section]}")
+    """The package of ``section`` (``lsa.sections.<package>``)."""
+    found = packages()
+    if section not in found:
+        raise KeyError(f"section {section!r}: no package under lsa/sections/ declares it "
+                       f"({', '.join(found)})")
+    return importlib.import_module(f"lsa.sections.{found[section]}")
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Result:
     notes: dict[str, Any] = field(default_factory=dict)
 
     def claims_markdown(self) -> str:
-        from lsa.report import claims_table
+        from lsa.claims import claims_table
 
         table = claims_table(self.claims)
         return table.drop(columns=["section"]).to_markdown(index=False)
@@ -74,9 +75,10 @@ def with_premise(setup: Setup, result: Result, method: str | None = None) -> Res
     from lsa import gates
 
     found = gates.compute_gates(setup.pipe)
-    ok, text = gates.premise(found, setup.section, method)
+    required = setup.pipe.sections[setup.section].gates
+    ok, text = gates.premise(found, required, method)
     result.tables = {"gates": gates.gates_table(found), **result.tables}
-    result.claims = gates.apply_premise(result.claims, found, setup.section)
+    result.claims = gates.apply_premise(result.claims, found, required)
     result.metrics["gates"] = [g.to_dict() for g in found]
     result.metrics["premise_met"] = ok
     result.notes["premise"] = text
@@ -98,7 +100,7 @@ def save(setup: Setup, result: Result, claims_table: bool = True) -> Path:
     ``run_info.json`` (the settings it used, the pipeline's seed, provenance); returns the
     metrics file."""
     from lsa import files
-    from lsa.report import claims_table as table_of
+    from lsa.claims import claims_table as table_of
 
     out = setup.out_dir
     tables = dict(result.tables)

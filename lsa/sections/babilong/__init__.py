@@ -1,12 +1,13 @@
 """Section 5.4, Tables 6-7 (notebook ``05_babilong``): BABILong accuracy by task x length and
 QA1 by fact depth, CE against CE + alpha * SCE, paired by test prompt. The tables:
-``lsa.analysis``."""
+``lsa.runtable``."""
 
 from __future__ import annotations
 
-from lsa import analysis, plots
+from lsa import plots
 from lsa.notebook import Setup
 from lsa.sections import Result, save_figure, with_premise
+from lsa.sections.babilong import tables as bl_tables
 
 
 def analyse(setup: Setup) -> Result:
@@ -14,13 +15,13 @@ def analyse(setup: Setup) -> Result:
     after its fine-tuning run)."""
     pipe, alpha = setup.pipe, setup.settings.alpha
     setup.ensure_runs()
-    acc, depth = analysis.collect_babilong(pipe)
-    sources = analysis.babilong_sources(pipe)
+    acc, depth = bl_tables.collect_babilong(pipe)
+    sources = bl_tables.babilong_sources(pipe)
     scorers = sorted(set(acc["scorer"]) | set(depth["scorer"]))
-    tables = analysis.babilong_tables(acc, depth, alpha)
+    tables = bl_tables.babilong_tables(acc, depth, alpha)
     by_length, by_depth = tables["table6_accuracy_by_length"], tables["table7_qa1_by_depth"]
     return with_premise(setup, Result(
-        tables=tables, claims=analysis.babilong_claims(acc, depth, alpha),
+        tables=tables, claims=bl_tables.babilong_claims(acc, depth, alpha),
         metrics={**sources, "scorer": scorers,
                  "accuracy_by_length": by_length.to_dict(orient="records"),
                  "paired_difference_by_length":
@@ -31,8 +32,8 @@ def analyse(setup: Setup) -> Result:
 
 
 def describe_sources(result: Result) -> str:
-    lines = [f"{analysis.SOURCE_LABELS[key]}: {value}" for key, value in result.metrics.items()
-             if key in analysis.SOURCE_LABELS]
+    lines = [f"{bl_tables.SOURCE_LABELS[key]}: {value}" for key, value in result.metrics.items()
+             if key in bl_tables.SOURCE_LABELS]
     return "\n".join(lines + ["answers scored with: " + ", ".join(result.metrics["scorer"])])
 
 
@@ -46,14 +47,14 @@ def _with_intervals(ax, table, x, hue, **style):
 
 def figure_by_length(setup: Setup, result: Result):
     """Table 6 as a figure: accuracy by input length, all tasks and by task."""
-    axes_of = analysis.babilong_axes(setup.pipe)
+    axes_of = bl_tables.babilong_axes(setup.pipe)
     by_length = result.tables["table6_accuracy_by_length"]
     by_task = result.tables["accuracy_by_task_length"]
     x = axes_of["x"]
     fig, axes = plots.plt.subplots(1, 2, figsize=(10, 3.6))
-    _with_intervals(axes[0], by_length.assign(curve=analysis.curve_label(by_length)), x,
+    _with_intervals(axes[0], by_length.assign(curve=bl_tables.curve_label(by_length)), x,
                     "curve")
-    _with_intervals(axes[1], by_task.assign(curve=analysis.curve_label(by_task, "task")), x,
+    _with_intervals(axes[1], by_task.assign(curve=bl_tables.curve_label(by_task, "task")), x,
                     "curve")
     for ax, title in zip(axes, ["BABILong, all tasks", "by task"]):
         ax.set(xscale="log", xticks=axes_of["ticks"], xticklabels=axes_of["labels"],
@@ -71,10 +72,10 @@ def figure_by_depth(setup: Setup, result: Result):
     """Table 7 as a figure: QA1 accuracy by the depth of its facts."""
     by_depth = result.tables["table7_qa1_by_depth"]
     fig, ax = plots.plt.subplots(figsize=(5.5, 3.6))
-    _with_intervals(ax, by_depth.assign(curve=analysis.curve_label(by_depth)), "depth",
+    _with_intervals(ax, by_depth.assign(curve=bl_tables.curve_label(by_depth)), "depth",
                     "curve")
     ax.set(xlabel="depth of the facts (fraction of the context)", ylabel="accuracy (%)",
-           title=analysis.babilong_axes(setup.pipe)["depth_title"])
+           title=bl_tables.babilong_axes(setup.pipe)["depth_title"])
     plots.axes_legend_outside(ax, "curve")
     save_figure(setup, result, fig, "fig_table7_qa1_by_depth")
     return fig

@@ -1,6 +1,6 @@
 """The replication report (notebook ``06_replication_report``): every section's claims with
 the paper's value, ours and the verdict, the figure gallery and the provenance of each
-section's run. The paper's values and the claim table: ``lsa.report``."""
+section's run. The paper's values and the claim table: ``lsa.claims``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from lsa import files, gates, paths
-from lsa.notebook import Setup
-from lsa.report import (
+from lsa.claims import (
     by_kind,
     claims_table,
     collect_claims,
@@ -18,6 +17,7 @@ from lsa.report import (
     verdict_counts,
     verdicts_by_method,
 )
+from lsa.notebook import Setup
 from lsa.sections import Result
 
 

@@ -2,7 +2,7 @@
 fine-tuning run of the one trainer from the pipeline's base model, paired by seed (further
 base models, ``ablation.base_seeds``: the core comparisons again, paired by base and seed);
 every effect is the mean paired difference over seeds with its Student t interval
-(``lsa.ablation``), a verdict only outside it (``lsa.stats``). Items: 1 alignment or
+(``lsa.sections.ablations.items``), a verdict only outside it (``lsa.stats``). Items: 1 alignment or
 sharpening (``divergence``), 2 the alpha sweep, 3 the l_extra range, 4 the longer-exposure
 control, 5 equal compute (counted work: the tokens a step runs forward and backward, never a
 timing), 6 each part alone. A profile that does not run an item says so."""
@@ -13,10 +13,11 @@ from typing import Any
 
 import pandas as pd
 
-from lsa import ablation, analysis, plots
+from lsa import plots, runtable
 from lsa.notebook import Setup
 from lsa.runs import runs_of
 from lsa.sections import Result, save_figure, with_premise
+from lsa.sections.ablations import items as ablation
 
 ITEMS = ["divergence", "alpha_sweep", "l_extra", "exposure", "compute", "parts"]
 
@@ -34,10 +35,10 @@ def analyse(setup: Setup) -> Result:
     pipe, cfg = setup.pipe, setup.settings
     names = runs_of(pipe).ablation
     setup.ensure_runs()
-    every = ablation.with_entropy(analysis.collect_runs(pipe, names))
+    every = ablation.with_entropy(runtable.collect_runs(pipe, names))
     runs = every[every["base_seed"] == pipe.pretrain.seed]  # items 1-6: the pipeline's base
     long, long_ppl = ablation.longest_column(runs), ablation.longest_column(runs, "ppl")
-    columns = analysis.window_columns(runs) + ["ppl_growth", "misalignment", "jeffreys",
+    columns = runtable.window_columns(runs) + ["ppl_growth", "misalignment", "jeffreys",
                                                "mean_entropy"]
     judged = [long, long_ppl]
     metrics = [*judged, *ablation.METRIC_COLUMNS, *ablation.far_columns(runs)]
@@ -106,7 +107,7 @@ def base_gains(pipe) -> dict[str, str]:
 
 
 def _claims_of(claims: list[dict[str, Any]], kind: str) -> pd.DataFrame:
-    from lsa.report import claims_table
+    from lsa.claims import claims_table
 
     table = claims_table(claims)
     return table[table["kind"] == kind].drop(columns=["section", "kind"])
@@ -114,7 +115,7 @@ def _claims_of(claims: list[dict[str, Any]], kind: str) -> pd.DataFrame:
 
 def counts(result: Result) -> str:
     """The section's claims counted apart: the paper's by verdict, the controls by outcome."""
-    from lsa.report import claims_table, counts_sentence, verdict_counts
+    from lsa.claims import claims_table, counts_sentence, verdict_counts
 
     return counts_sentence(*verdict_counts(claims_table(result.claims))) + "."
 
@@ -255,7 +256,7 @@ def figure_exposure(setup: Setup, result: Result):
         return None
     keep = ["CE", "CE (both windows)", f"SCE {cfg.alpha:g}"]
     ex = runs[(runs["method"] == cfg.method) & runs["setting"].isin(keep)]
-    l_train, columns = setup.pipe.finetune.l_train, analysis.window_columns(runs)
+    l_train, columns = setup.pipe.finetune.l_train, runtable.window_columns(runs)
     ticks = dict(zip(columns, plots.window_ticks(columns, l_train)))
     long = ex.melt(id_vars=["setting", "seed"], value_vars=columns,
                    var_name="window", value_name="perplexity")

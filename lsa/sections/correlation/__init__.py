@@ -2,17 +2,18 @@
 misalignment predict a model's long-context score better than its training loss? Over a
 population of models measured by one protocol, with four audits the paper did not do (the
 metric's parts, the partial correlation given the training loss, the theory's L2 distance, the
-top-1 assumption) and a held-out subset. The population and its tables: ``lsa.population``;
-correlations: ``lsa.stats``."""
+top-1 assumption) and a held-out subset. The population and its tables: ``table1`` (this
+package); correlations: ``lsa.stats``."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from lsa import plots, population, stats
+from lsa import plots, stats
+from lsa.claims import paper
 from lsa.notebook import Setup
-from lsa.report import paper
 from lsa.sections import Result, save_figure, with_premise
+from lsa.sections.correlation import table1 as population
 from lsa.stats import p_text
 
 TABLES = ["population", "composition", "units_primary", "table1", "table1_views",

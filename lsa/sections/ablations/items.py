@@ -1,5 +1,5 @@
 """Section 5.3: the ablations (notebook ``04_ablations``), from the ablation runs' table
-(``lsa.analysis.collect_runs(pipe, runs_of(pipe).ablation)``).
+(``lsa.runtable.collect_runs(pipe, runs_of(pipe).ablation)``).
 
 Every comparison is paired by seed: runs of one seed draw each step's batch and ``l_extra``
 from ``(seed, step)`` alone, so runs of the same l_extra setting train on the same sequences;
@@ -31,9 +31,9 @@ from typing import Any
 import pandas as pd
 
 from lsa import stats
-from lsa.analysis import DIVERGENCE_LABELS, window_columns
+from lsa.claims import Claim, fmt, paper
 from lsa.config import AblationConfig
-from lsa.report import Claim, fmt, paper
+from lsa.runtable import DIVERGENCE_LABELS, window_columns
 from lsa.stats import HELPS, MOVES, control_outcome, resolution_text, resolve_verdict
 
 SECTION = "Sec. 5.3"
@@ -227,7 +227,7 @@ FAR_COLUMNS = ("nll_copy_1x", "nll_copy_2x")
 
 
 def far_columns(runs: pd.DataFrame) -> list[str]:
-    """The copy probes' NLL at 1x and 2x ``l_train`` (``nll_copy_Mx``, ``lsa.analysis``): a
+    """The copy probes' NLL at 1x and 2x ``l_train`` (``nll_copy_Mx``, ``lsa.runtable``): a
     span whose earlier occurrence lies in the far half of the window, so only the far context
     predicts it. At 1x that context is inside the training window: a regularizer that pulls
     the long window's predictions towards the short window's (which lacks it) may teach the

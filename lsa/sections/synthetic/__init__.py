@@ -1,12 +1,13 @@
 """Section 3, Figure 1 (notebook ``01_synthetic_study``): regression on binary sequences,
 trained short and tested long, for each task x positional encoding, and output
-reparameterization (OutRep). The models and tasks: ``lsa.synthetic``."""
+reparameterization (OutRep). The models and tasks: ``lsa.sections.synthetic.study``."""
 
 from __future__ import annotations
 
-from lsa import plots, synthetic
+from lsa import plots
 from lsa.notebook import Setup
 from lsa.sections import Result, save_figure
+from lsa.sections.synthetic import study as synthetic
 
 
 def examples(setup: Setup) -> list[str]:

@@ -1,13 +1,14 @@
 """Sections 5.1-5.2, Tables 2-3 (notebook ``03_regularized_finetuning``): every method with CE
 and with CE + alpha * SCE, perplexity by window, the paired effect of the regularizer, the
-paper's numbers beside ours. The tables: ``lsa.analysis``."""
+paper's numbers beside ours. The tables: ``lsa.runtable``."""
 
 from __future__ import annotations
 
-from lsa import analysis, plots
+from lsa import plots, runtable
 from lsa.notebook import Setup
 from lsa.runs import runs_of
 from lsa.sections import Result, save_figure, with_premise
+from lsa.sections.finetuning import tables as ft_tables
 
 
 def describe(setup: Setup) -> str:
@@ -20,16 +21,16 @@ def describe(setup: Setup) -> str:
 def analyse(setup: Setup) -> Result:
     alpha = setup.settings.alpha
     setup.ensure_runs()
-    runs = analysis.collect_runs(setup.pipe)
-    table = analysis.by_method(runs, analysis.window_columns(runs) + ["ppl_long", "ppl_growth",
+    runs = runtable.collect_runs(setup.pipe)
+    table = runtable.by_method(runs, runtable.window_columns(runs) + ["ppl_long", "ppl_growth",
                                                         "misalignment", "misalignment_all"])
-    effects = analysis.paired_effect(runs, "ppl_long", alpha)
-    longbench = analysis.longbench_table(analysis.collect_longbench(setup.pipe), alpha)
+    effects = ft_tables.paired_effect(runs, "ppl_long", alpha)
+    longbench = ft_tables.longbench_table(ft_tables.collect_longbench(setup.pipe), alpha)
     return with_premise(setup, Result(
         tables={"runs": runs, "table_ppl": table, "effect_ppl_long": effects,
-                "paper_beside": analysis.paper_table(runs, alpha),
+                "paper_beside": ft_tables.paper_table(runs, alpha),
                 "table23_longbench": longbench},
-        claims=analysis.extension_claims(runs, alpha),
+        claims=ft_tables.extension_claims(runs, alpha),
         metrics={"runs": runs.to_dict(orient="records"),
                  "effects": effects.to_dict(orient="records"),
                  "longbench": longbench.to_dict(orient="records")}))
@@ -38,7 +39,7 @@ def analyse(setup: Setup) -> Result:
 def figure_ppl_by_window(setup: Setup, result: Result):
     """Table 2 as a figure: perplexity by window, CE against CE + alpha * SCE, per method."""
     runs, l_train = result.tables["runs"], setup.pipe.finetune.l_train
-    columns = analysis.window_columns(runs)
+    columns = runtable.window_columns(runs)
     ticks = dict(zip(columns, plots.window_ticks(columns, l_train)))
     long = runs.melt(id_vars=["method", "loss", "seed"], value_vars=columns,
                      var_name="window", value_name="perplexity")
@@ -56,7 +57,7 @@ def figure_ppl_by_window(setup: Setup, result: Result):
 
 
 def figure_training_curves(setup: Setup, result: Result):
-    log = analysis.curves(setup.pipe)
+    log = runtable.curves(setup.pipe)
     value_vars = [c for c in ("ce", "misalign") if c in log.columns]
     curve = log.melt(id_vars=["method", "loss", "seed", "step"], value_vars=value_vars,
                      var_name="term", value_name="value").dropna()

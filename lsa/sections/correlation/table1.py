@@ -36,10 +36,10 @@ import numpy as np
 import pandas as pd
 
 from lsa import stats
-from lsa.analysis import final_ce, measured_row, setting_label
+from lsa.claims import Claim, paper
 from lsa.config import PipelineConfig
-from lsa.report import Claim, paper
 from lsa.runs import runs_of
+from lsa.runtable import final_ce, measured_row, setting_label
 from lsa.stats import (
     UNDERPOWERED,
     audit_outcome,

@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from lsa.claims import Claim, fmt, paper
 from lsa.config import SyntheticConfig
-from lsa.report import Claim, fmt, paper
 from lsa.stats import majority_verdict
 
 BOS = 2
