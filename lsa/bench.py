@@ -33,8 +33,8 @@ from typing import Any
 import torch
 
 from lsa import paths
+from lsa.alignment import ce_loss, misalignment_loss
 from lsa.files import device_info, package_versions, write_json
-from lsa.misalign import ce_loss, misalignment_loss
 
 VARIANTS = ("ce_a", "ce_ab", "ce_ab+sce", "ce_a+sce")
 

@@ -6,13 +6,12 @@ positions), and ``symmetric_cross_entropy`` is ``misalign.pair_divergence`` (val
 The function of the logits is the same, with the same options. Only the order of the
 floating-point operations differs, so results agree to rounding. The difference is cost: the
 autograd form stores fp32 log-probabilities for every position and runs a second pass for the
-backward. ``misalign.misalignment_loss``, ``misalign.ce_loss`` and the metric call this module;
+backward. The training losses and the metric (lsa/alignment.py) call this module;
 tests/test_misalign.py checks values and gradients against the readable definition.
 
-lsa/misalign.py imports this module, and this module imports nothing from lsa, so there is no
-import cycle. This module therefore also holds what the two share: the names of the options
-(``Divergence``, ``check_options``), the compared positions (``Pairs``) and ``DEFAULT_CHUNK``.
-lsa/misalign.py re-exports them.
+The definition stands below this kernel: the names of the options (``Divergence``,
+``check_options``), the compared positions (``Pairs``) and ``DEFAULT_CHUNK`` come from
+lsa/misalign.py, which imports nothing from lsa.
 
 How it works. Every CE term and the divergence come from ONE pass over the logits, in chunks of
 positions: per row the fp32 shifted logits ``d = x - max x``, ``e = exp d``, ``S = sum e`` (so
@@ -53,24 +52,7 @@ from typing import Literal
 import torch
 from torch.autograd.function import once_differentiable
 
-Divergence = Literal["sce", "jeffreys", "entropy"]
-DIVERGENCES = ("sce", "jeffreys", "entropy")
-
-#: rows (positions) per fp32 chunk of the objective; with a 32000 vocabulary one chunk is 64 MB
-DEFAULT_CHUNK = 512
-
-
-def check_options(divergence: str, reduce_terms: str, detach: str) -> None:
-    """Refuse an unknown ``divergence``, ``reduce_terms`` or ``detach`` (here and in
-    lsa/misalign.py)."""
-    if divergence not in DIVERGENCES:
-        raise ValueError(f"divergence = {divergence!r}: must be one of "
-                         f"{', '.join(map(repr, DIVERGENCES))}")
-    if reduce_terms not in ("sum", "mean"):
-        raise ValueError(f"reduce_terms = {reduce_terms!r}: must be 'sum' or 'mean'")
-    if detach not in ("none", "long", "short"):
-        raise ValueError(f"detach = {detach!r}: must be 'none', 'long' or 'short'")
-
+from lsa.misalign import DEFAULT_CHUNK, Divergence, Pairs, check_options
 
 # ---------------------------------------------------------------------------------------------
 # the divergence, values only
@@ -155,23 +137,6 @@ def symmetric_cross_entropy(logits_a: torch.Tensor, logits_b: torch.Tensor, *,
 
 # ---------------------------------------------------------------------------------------------
 # the objective: CE terms and the divergence, with the gradient from the same pass
-
-
-@dataclass(frozen=True)
-class Pairs:
-    """Positions compared by the divergence: row ``rows_a[i]`` of the logits at positions
-    ``[start_a, start_a + length)`` against row ``rows_b[i]`` at ``[start_b, start_b +
-    length)``, position by position (A's side is the long context)."""
-
-    rows_a: tuple[int, ...]
-    rows_b: tuple[int, ...]
-    start_a: int
-    start_b: int
-    length: int
-
-    @property
-    def count(self) -> int:
-        return len(self.rows_a) * self.length
 
 
 @dataclass

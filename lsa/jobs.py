@@ -116,15 +116,15 @@ def lm_metrics(pipe: PipelineConfig, model, corpus: Corpus, l_train: int, length
     (``lsa.evaluate.longrange``: NLL of a span whose earlier occurrence lies in the far half of
     the window, and retrieval); ``train_ce``: the CE at ``l_train`` on the training books (the
     training loss, measured alike for models not trained here); and from one forward pass per
-    sample at ``l_train`` (``lsa.misalign.alignment_measures``, ``l_extra`` drawn per sample)
+    sample at ``l_train`` (``lsa.alignment.alignment_measures``, ``l_extra`` drawn per sample)
     ``misalignment`` (the paper's: SCE where both contexts are at least l_train / 2 tokens),
     ``misalignment_all`` (every overlap position), its parts ``jeffreys`` and ``entropy``,
     ``l2``, ``tv`` and ``top1_change`` over the paper's positions, and ``last_position``: per
     sample, ``l_extra`` and the measures where A's context is ``l_train`` and B's
     ``l_train - l_extra``."""
+    from lsa.alignment import alignment_measures
     from lsa.evaluate.longrange import copy_retrieval
     from lsa.evaluate.perplexity import perplexity
-    from lsa.misalign import alignment_measures
 
     fcfg, seed, test = pipe.finetune, pipe.finetune.metric_seed, corpus.streams["test"]
     ppl = perplexity(model, test, lengths, max_chunks=fcfg.eval_max_chunks, beyond=l_train)
@@ -161,11 +161,7 @@ def finetune(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
     corpus, started = _start(pipe, run)
     l_train = fcfg.l_train_of(spec)
     model, method = build_for_run(pipe, spec, l_train, base=run.base)
-    objective = Objective(l_train=l_train, alpha=spec.alpha,
-                          l_extra_setting=spec.l_extra_setting, ce_on=spec.ce_on,
-                          divergence=spec.divergence, reduce_terms=fcfg.reduce_terms,
-                          detach=fcfg.detach, positions=fcfg.positions,
-                          chunk_size=fcfg.chunk_size)
+    objective = Objective.for_run(spec, fcfg, l_train)
     optim = replace(fcfg.optim, lr=spec.lr or (fcfg.lora_lr if method.lora else fcfg.optim.lr),
                     steps=spec.steps or fcfg.optim.steps)
     summary = train(model, corpus.streams["train"], folder, optim, objective, spec.seed,
@@ -214,8 +210,8 @@ def babilong_train(pipe: PipelineConfig, run: Run, progress: bool = True) -> Pat
     stream = BabilongStream(train_samples, train_hay, corpus.streams["train"], corpus.tokenizer,
                             l_train=bcfg.l_train).keep_fitting(int(0.8 * bcfg.l_train))
     model, _ = build_for_run(pipe, spec, bcfg.l_train, base=run.base)
-    objective = Objective(l_train=bcfg.l_train, alpha=spec.alpha, ce_on="b",
-                          answer_weight=bcfg.answer_weight)
+    objective = Objective.for_run(spec, pipe.finetune, bcfg.l_train, ce_on="b",
+                                  answer_weight=bcfg.answer_weight)
     summary = train(model, stream, folder, bcfg.optim, objective, spec.seed,
                     run_config=run.identity, progress=progress)
     lengths = [m * bcfg.l_train for m in bcfg.eval_multiples]
@@ -440,8 +436,8 @@ def reference_probe(pipe: PipelineConfig, run: Run) -> Path:
     forward only: the misalignment and its parts at ``reference_window`` on its own tokens of
     the test books, with ``finetune.metric_seed`` and ``l_extra`` drawn per sample. Not a
     Table 1 model (other tokens); the decomposition beside the scratch models'."""
+    from lsa.alignment import alignment_measures
     from lsa.data.tokens import TokenStream
-    from lsa.misalign import alignment_measures
     from lsa.models import count_parameters, load_smollm2
 
     folder, ref = run.folder, run.identity["reference"]

@@ -35,9 +35,19 @@ import torch
 from tqdm.auto import tqdm
 
 from lsa import faults
-from lsa.config import OptimConfig
+from lsa.alignment import ce_loss, misalignment_loss
+from lsa.config import (
+    CeOn,
+    Detach,
+    DivergenceName,
+    FinetuneConfig,
+    OptimConfig,
+    Positions,
+    ReduceTerms,
+    RunConfig,
+)
 from lsa.files import atomic_write_text, write_json
-from lsa.misalign import ce_loss, misalignment_loss, sample_l_extra
+from lsa.misalign import sample_l_extra
 from lsa.runs import FINISHED, LOG
 
 
@@ -45,24 +55,47 @@ class NonFiniteLossError(FloatingPointError):
     """The loss became NaN or infinite; the run stops instead of writing garbage."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Objective:
-    """What a step optimises (the misalignment options of ``lsa.misalign``)."""
+    """What a step optimises: the window and the misalignment options of ``lsa.misalign``,
+    with the configuration's types (``lsa.config``). A fine-tuning run's comes from its run
+    and fine-tuning settings (``for_run``); the base model trains on CE alone."""
 
     l_train: int
     alpha: float = 0.0
     l_extra_setting: int = 1
-    ce_on: str = "a"
-    divergence: str = "sce"
-    reduce_terms: str = "sum"
-    detach: str = "none"
-    positions: str = "all"
+    ce_on: CeOn = "a"
+    divergence: DivergenceName = "sce"
+    reduce_terms: ReduceTerms = "sum"
+    detach: Detach = "none"
+    positions: Positions = "all"
     chunk_size: int | None = 512
     answer_weight: float = 0.0          # BABILong: weight of the answer tokens' CE
+
+    @classmethod
+    def for_run(cls, spec: RunConfig, finetune: FinetuneConfig, l_train: int | None = None,
+                **changes: Any) -> Objective:
+        """The objective of run ``spec``: its alpha, divergence, windows and ``l_extra``
+        setting, the fine-tuning part's reduction, detaching, positions and chunk, at
+        ``l_train`` (default the run's, ``finetune.l_train_of``), with ``changes`` on top
+        (BABILong's: CE on window B and the answers' weight)."""
+        fields = {"l_train": l_train or finetune.l_train_of(spec), "alpha": spec.alpha,
+                  "l_extra_setting": spec.l_extra_setting, "ce_on": spec.ce_on,
+                  "divergence": spec.divergence, "reduce_terms": finetune.reduce_terms,
+                  "detach": finetune.detach, "positions": finetune.positions,
+                  "chunk_size": finetune.chunk_size}
+        return cls(**{**fields, **changes})
 
     @property
     def needs_windows(self) -> bool:
         return self.alpha > 0 or self.ce_on == "both"
+
+    def loss_options(self) -> dict[str, Any]:
+        """The keyword options of ``lsa.alignment.misalignment_loss``, all from here."""
+        return {"alpha": self.alpha, "divergence": self.divergence,
+                "reduce_terms": self.reduce_terms, "detach": self.detach,
+                "positions": self.positions, "ce_on": self.ce_on,
+                "chunk_size": self.chunk_size, "answer_weight": self.answer_weight}
 
 
 @dataclass
@@ -123,12 +156,8 @@ def compute_loss(model, tokens: torch.Tensor, l_extra: int, objective: Objective
         if ans is not None:
             parts["answer_ce"] = ans.item()
         return {"loss": loss, "ce": loss.item(), **parts}
-    out = misalignment_loss(
-        model, tokens, objective.l_train, l_extra, alpha=objective.alpha,
-        divergence=objective.divergence, reduce_terms=objective.reduce_terms,
-        detach=objective.detach, positions=objective.positions, ce_on=objective.ce_on,
-        chunk_size=objective.chunk_size, answer_mask=answer_mask,
-        answer_weight=objective.answer_weight)
+    out = misalignment_loss(model, tokens, objective.l_train, l_extra, answer_mask=answer_mask,
+                            **objective.loss_options())
     parts = {"loss": out.loss, "ce": out.ce.item(), "ce_a": out.ce_a.item(),
              "ce_b": out.ce_b.item(), "misalign": out.misalign.item(),
              "n_overlap": out.n_overlap, "l_extra": l_extra}

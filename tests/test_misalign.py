@@ -1,6 +1,7 @@
-"""lsa/misalign.py, the readable definition of the long-short misalignment, and lsa/fused.py,
-the fused kernel that must compute the same numbers: the definition is checked by hand and
-against its identities, then the kernel against the definition (values and gradients)."""
+"""lsa/misalign.py, the readable definition of the long-short misalignment, lsa/fused.py, the
+fused kernel that must compute the same numbers, and lsa/alignment.py, the losses and the
+metric built on them: the definition is checked by hand and against its identities, then the
+kernel against the definition (values and gradients)."""
 
 import ast
 import inspect
@@ -11,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lsa import alignment as A
 from lsa import fused as FU
 from lsa import misalign as M
 from lsa.data.tokens import TokenStream
@@ -56,7 +58,7 @@ def test_definition_identities(logits):
     """SCE = entropy + Jeffreys; SCE is symmetric; SCE(p, p) = 2 H(p) and Jeffreys(p, p) = 0;
     it is what pair_measures reports."""
     a, b = (x.double() for x in logits)
-    sce, jeff, ent = (M.pair_divergence(a, b, divergence=d) for d in FU.DIVERGENCES)
+    sce, jeff, ent = (M.pair_divergence(a, b, divergence=d) for d in M.DIVERGENCES)
     assert sce.shape == (3, 5)
     torch.testing.assert_close(sce, jeff + ent, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(sce, M.pair_divergence(b, a), rtol=1e-12, atol=1e-12)
@@ -64,7 +66,7 @@ def test_definition_identities(logits):
     p = F.softmax(a, -1)
     torch.testing.assert_close(M.pair_divergence(a, a), -2 * (p * p.log()).sum(-1))
     assert M.pair_divergence(a, a, divergence="jeffreys").abs().max() < 1e-12
-    torch.testing.assert_close(M.pair_measures(logits[0], logits[1])["sce"],
+    torch.testing.assert_close(A.pair_measures(logits[0], logits[1])["sce"],
                                M.pair_divergence(*logits))
 
 
@@ -78,7 +80,7 @@ def test_definition_upcasts_low_precision(dtype, logits):
 
 def test_definition_detach_stops_one_sides_gradient(logits):
     for detach, frozen, free in (("long", 0, 1), ("short", 1, 0), ("none", None, None)):
-        for divergence in FU.DIVERGENCES:
+        for divergence in M.DIVERGENCES:
             x = [t.clone().requires_grad_() for t in logits]
             M.pair_divergence(*x, divergence=divergence, detach=detach).sum().backward()
             if frozen is None:
@@ -115,17 +117,21 @@ def test_next_token_nll_and_objective_are_cross_entropy():
     assert not values.requires_grad and loss.requires_grad
 
 
-def test_fused_imports_nothing_from_lsa_and_misalign_uses_it():
-    """lsa.misalign imports the kernel, never the reverse (no import cycle); the kernel's
-    names are also reachable where they were before the split."""
-    tree = ast.parse(inspect.getsource(FU))
-    lsa_imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)
-                   and any((getattr(n, "module", None) or a.name).startswith("lsa")
-                           for a in n.names)]
-    assert lsa_imports == []
-    assert M.fused_objective is FU.fused_objective
-    assert M.symmetric_cross_entropy is FU.symmetric_cross_entropy
-    assert M.Pairs is FU.Pairs and M.DEFAULT_CHUNK == FU.DEFAULT_CHUNK
+def _lsa_imports(module) -> set[str]:
+    tree = ast.parse(inspect.getsource(module))
+    return {n.module if isinstance(n, ast.ImportFrom) else a.name
+            for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)
+            for a in n.names if (getattr(n, "module", None) or a.name).startswith("lsa")}
+
+
+def test_the_definition_stands_below_the_kernel_and_the_losses_above_both():
+    """lsa.misalign (the definition) imports nothing from lsa; the kernel imports only the
+    definition (its options' names and ``Pairs``); the losses and the metric
+    (lsa.alignment) use both."""
+    assert _lsa_imports(M) == set()
+    assert _lsa_imports(FU) == {"lsa.misalign"}
+    assert {"lsa.misalign", "lsa.fused"} <= _lsa_imports(A)
+    assert FU.Pairs is M.Pairs and FU.DEFAULT_CHUNK == M.DEFAULT_CHUNK
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,7 +197,7 @@ def model():
 def test_one_batched_forward_equals_two_separate_forwards(model, stream, ce_on):
     l_train, l_extra = 12, 5
     tokens = stream.sample(2, l_train + l_extra, torch.Generator().manual_seed(2))
-    out = M.misalignment_loss(model, tokens, l_train, l_extra, alpha=0.3, ce_on=ce_on,
+    out = A.misalignment_loss(model, tokens, l_train, l_extra, alpha=0.3, ce_on=ce_on,
                               chunk_size=3)
     a, b = tokens[:, :l_train], tokens[:, l_extra:]
     with torch.no_grad():
@@ -211,7 +217,7 @@ def test_one_batched_forward_equals_two_separate_forwards(model, stream, ce_on):
 def test_last_position_only(model, stream):
     l_train, l_extra = 12, 4
     tokens = stream.sample(2, l_train + l_extra, torch.Generator().manual_seed(3))
-    out = M.misalignment_loss(model, tokens, l_train, l_extra, positions="last")
+    out = A.misalignment_loss(model, tokens, l_train, l_extra, positions="last")
     with torch.no_grad():
         la = model(input_ids=tokens[:, :l_train]).logits
         lb = model(input_ids=tokens[:, l_extra:]).logits
@@ -222,7 +228,7 @@ def test_last_position_only(model, stream):
 def test_empty_overlap_gives_zero_term_and_a_working_backward(model, stream):
     l_train = 8
     tokens = stream.sample(2, 2 * l_train, torch.Generator().manual_seed(4))
-    out = M.misalignment_loss(model, tokens, l_train, l_train, alpha=0.5)
+    out = A.misalignment_loss(model, tokens, l_train, l_train, alpha=0.5)
     assert out.n_overlap == 0 and out.misalign.item() == 0.0
     assert out.loss.item() == pytest.approx(out.ce.item())
     out.loss.backward()
@@ -232,7 +238,7 @@ def test_empty_overlap_gives_zero_term_and_a_working_backward(model, stream):
 
 def test_l_extra_one_overlaps_all_but_one(model, stream):
     tokens = stream.sample(1, 9, torch.Generator().manual_seed(5))
-    assert M.misalignment_loss(model, tokens, 8, 1).n_overlap == 7
+    assert A.misalignment_loss(model, tokens, 8, 1).n_overlap == 7
 
 
 class ContextFree(torch.nn.Module):
@@ -249,15 +255,15 @@ class ContextFree(torch.nn.Module):
 def test_metric_of_a_context_free_model(stream):
     torch.manual_seed(0)
     model = ContextFree()
-    jeff = M.misalignment_metric(model, stream, l_train=16, n_samples=10, divergence="jeffreys")
+    jeff = A.misalignment_metric(model, stream, l_train=16, n_samples=10, divergence="jeffreys")
     assert jeff.n == 10 and abs(jeff.mean) < 1e-5
-    sce = M.misalignment_metric(model, stream, l_train=16, n_samples=10, seed=3)
+    sce = A.misalignment_metric(model, stream, l_train=16, n_samples=10, seed=3)
     assert sce.mean > 0 and sce.stderr >= 0
 
 
 def test_metric_is_deterministic_and_positive(model, stream):
-    a = M.misalignment_metric(model, stream, l_train=16, n_samples=6, seed=1, batch_size=4)
-    b = M.misalignment_metric(model, stream, l_train=16, n_samples=6, seed=1, batch_size=4)
+    a = A.misalignment_metric(model, stream, l_train=16, n_samples=6, seed=1, batch_size=4)
+    b = A.misalignment_metric(model, stream, l_train=16, n_samples=6, seed=1, batch_size=4)
     assert a.values == b.values and a.n == 6
     assert a.stderr == pytest.approx(np.std(a.values, ddof=1) / math.sqrt(6))
 
@@ -321,7 +327,7 @@ def _reference_metric(model, stream, l_train, n_samples, seed, setting, batch_si
 @pytest.mark.parametrize("setting", [1, 4])
 def test_metric_position_sets_match_a_hand_rebuilt_reference(model, stream, setting):
     l_train = 16
-    got = M.misalignment_metrics(model, stream, l_train, n_samples=7, seed=2, setting=setting,
+    got = A.misalignment_metrics(model, stream, l_train, n_samples=7, seed=2, setting=setting,
                                  batch_size=3, positions=("paper", "all", "last"))
     ref = _reference_metric(model, stream, l_train, 7, 2, setting, 3, ("paper", "all", "last"))
     for name in ("paper", "all", "last"):
@@ -329,7 +335,7 @@ def test_metric_position_sets_match_a_hand_rebuilt_reference(model, stream, sett
         np.testing.assert_allclose(got[name].values, ref[name], rtol=1e-4, atol=1e-5)
     # contexts from l/2 up are less dominated by the near-empty ones: the values differ
     assert got["paper"].values != got["all"].values
-    single = M.misalignment_metric(model, stream, l_train, n_samples=7, seed=2, setting=setting,
+    single = A.misalignment_metric(model, stream, l_train, n_samples=7, seed=2, setting=setting,
                                    batch_size=3)
     assert single.values == got["paper"].values  # the default is the paper's definition
 
@@ -337,7 +343,7 @@ def test_metric_position_sets_match_a_hand_rebuilt_reference(model, stream, sett
 def test_metric_all_positions_keeps_the_old_draws(model, stream):
     """Asked for "all" alone, the metric averages every overlap position of the same draws as
     before this option existed (setting 1 never redraws)."""
-    got = M.misalignment_metric(model, stream, 16, n_samples=5, seed=4, positions="all")
+    got = A.misalignment_metric(model, stream, 16, n_samples=5, seed=4, positions="all")
     ref = _reference_metric(model, stream, 16, 5, 4, 1, 8, ("all",))
     np.testing.assert_allclose(got.values, ref["all"], rtol=1e-4, atol=1e-5)
 
@@ -345,7 +351,7 @@ def test_metric_all_positions_keeps_the_old_draws(model, stream):
 def test_loss_over_the_papers_positions(model, stream):
     l_train, l_extra = 12, 3
     tokens = stream.sample(2, l_train + l_extra, torch.Generator().manual_seed(6))
-    out = M.misalignment_loss(model, tokens, l_train, l_extra, positions="paper")
+    out = A.misalignment_loss(model, tokens, l_train, l_extra, positions="paper")
     with torch.no_grad():
         la = model(input_ids=tokens[:, :l_train]).logits
         lb = model(input_ids=tokens[:, l_extra:]).logits
@@ -354,7 +360,7 @@ def test_loss_over_the_papers_positions(model, stream):
     torch.testing.assert_close(out.misalign.double(), ref, rtol=1e-4, atol=1e-5)
     # l_extra = 7 > l/2: overlap of 5 positions, none with both contexts >= 6 tokens
     tokens = stream.sample(2, l_train + 7, torch.Generator().manual_seed(7))
-    out = M.misalignment_loss(model, tokens, l_train, 7, alpha=0.5, positions="paper")
+    out = A.misalignment_loss(model, tokens, l_train, 7, alpha=0.5, positions="paper")
     assert out.n_overlap == 5 and out.misalign.item() == 0.0
     assert out.loss.item() == pytest.approx(out.ce.item())
 
@@ -552,7 +558,7 @@ def test_misalignment_loss_fused_and_readable_match_the_spelled_out_objective(
     ref = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     for fused in (True, False):
-        out = M.misalignment_loss(model, tokens, l_train, l_extra, chunk_size=5,
+        out = A.misalignment_loss(model, tokens, l_train, l_extra, chunk_size=5,
                                   answer_mask=mask, answer_weight=0.7, fused=fused, **kw)
         out.loss.backward()
         torch.testing.assert_close(out.loss.detach(), loss.detach(), rtol=1e-5, atol=1e-6)
@@ -572,7 +578,7 @@ def test_misalignment_loss_fused_matches_readable_with_bf16_logits(stream):
     grads, outs = [], []
     for fused in (True, False):
         model = FixedLogits(4, l_train, V)
-        out = M.misalignment_loss(model, tokens, l_train, l_extra, alpha=0.5, ce_on="both",
+        out = A.misalignment_loss(model, tokens, l_train, l_extra, alpha=0.5, ce_on="both",
                                   chunk_size=6, fused=fused)
         out.loss.backward()
         outs.append(out)
@@ -596,15 +602,15 @@ def test_ce_loss_fused_and_readable_match_cross_entropy_with_answers():
     (ref_ce + 0.4 * ref_ans).backward()
     for fused in (True, False):
         x = logits.clone().requires_grad_()
-        loss, ce, ans = M.ce_loss(x, tokens, answer_mask=mask, answer_weight=0.4, chunk_size=3,
+        loss, ce, ans = A.ce_loss(x, tokens, answer_mask=mask, answer_weight=0.4, chunk_size=3,
                                   fused=fused)
         loss.backward()
         torch.testing.assert_close(ce, ref_ce.detach())
         torch.testing.assert_close(ans, ref_ans.detach())
         torch.testing.assert_close(loss.detach(), (ref_ce + 0.4 * ref_ans).detach())
         torch.testing.assert_close(x.grad, y.grad)
-        assert M.ce_loss(logits, tokens, fused=fused)[2] is None
-        none_marked = M.ce_loss(logits, tokens, answer_mask=torch.zeros_like(mask),
+        assert A.ce_loss(logits, tokens, fused=fused)[2] is None
+        none_marked = A.ce_loss(logits, tokens, answer_mask=torch.zeros_like(mask),
                                 answer_weight=1, fused=fused)
         assert none_marked[2].item() == 0.0
 
@@ -682,7 +688,7 @@ def test_misalignment_loss_with_bf16_logits_holds_one_chunk_of_fp32(stream):
         model = FixedLogits(4, l_train, V)
         tokens = torch.randint(0, V, (2, l_train + 16), generator=torch.Generator().manual_seed(0))
         with LiveFloat32() as mode:
-            out = M.misalignment_loss(model, tokens, l_train, 16, alpha=0.5, ce_on="both",
+            out = A.misalignment_loss(model, tokens, l_train, 16, alpha=0.5, ce_on="both",
                                       chunk_size=chunk)
             out.loss.backward()
         # the windows' weight masks come on top of the objective's vectors
@@ -695,7 +701,7 @@ def test_pair_measures_by_hand():
     (3/4 - 1/4) log 3 = 0.5 log 3; H(p) = H(q) = -(1/4 log 1/4 + 3/4 log 3/4)."""
     a = torch.tensor([[0.0, math.log(3.0)]])
     b = torch.tensor([[math.log(3.0), 0.0]])
-    got = M.pair_measures(a, b)
+    got = A.pair_measures(a, b)
     h = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
     assert got["jeffreys"].item() == pytest.approx(math.log(3.0), rel=1e-5)
     assert got["entropy"].item() == pytest.approx(2 * h, rel=1e-5)
@@ -703,7 +709,7 @@ def test_pair_measures_by_hand():
     assert got["l2"].item() == pytest.approx(math.sqrt(2) * 0.5, rel=1e-5)
     assert got["tv"].item() == pytest.approx(0.5, rel=1e-5)
     assert got["top1_change"].item() == 1.0
-    same = M.pair_measures(a, a)
+    same = A.pair_measures(a, a)
     assert same["jeffreys"].item() == pytest.approx(0, abs=1e-6)
     assert same["l2"].item() == 0 and same["top1_change"].item() == 0
     assert same["sce"].item() == pytest.approx(2 * h, rel=1e-5)  # SCE(p, p) = 2 H(p)
@@ -713,9 +719,9 @@ def test_alignment_measures_are_the_metric_and_its_parts(model, stream):
     """One pass gives the paper's metric (the same draws as misalignment_metrics), the metric
     over every position, and the parts: SCE = Jeffreys + entropy, sample by sample."""
     l_train = 16
-    res = M.alignment_measures(model, stream, l_train, n_samples=7, seed=2, batch_size=3,
+    res = A.alignment_measures(model, stream, l_train, n_samples=7, seed=2, batch_size=3,
                                chunk_size=5)
-    ref = M.misalignment_metrics(model, stream, l_train, n_samples=7, seed=2, batch_size=3)
+    ref = A.misalignment_metrics(model, stream, l_train, n_samples=7, seed=2, batch_size=3)
     np.testing.assert_allclose(res.paper["sce"].values, ref["paper"].values, rtol=1e-4)
     np.testing.assert_allclose(res.all.values, ref["all"].values, rtol=1e-4)
     np.testing.assert_allclose(res.paper["sce"].values,

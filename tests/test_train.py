@@ -287,3 +287,26 @@ def test_progress_lines_go_to_the_job_log_and_change_no_number(stream, tmp_path,
             assert len(lines) == 10 and lines[-1].startswith("[lines] step 10/10 (100%) loss ")
             assert all(" tokens/s | " in x and x.endswith(" s left") for x in lines)
     assert logs["bar"] == logs["lines"]
+
+
+def test_a_runs_objective_is_built_from_its_settings_once():
+    """``Objective.for_run``: every option of the run and of the fine-tuning part reaches the
+    objective, with the configuration's types; BABILong's changes go on top."""
+    from dataclasses import fields
+
+    from lsa.config import FinetuneConfig, RunConfig
+
+    spec = RunConfig(name="r", method="pi", alpha=0.3, seed=2, ce_on="both", l_extra_setting=3,
+                     divergence="jeffreys")
+    ft = FinetuneConfig(l_train=64, reduce_terms="mean", detach="long", positions="paper",
+                        chunk_size=7)
+    obj = Objective.for_run(spec, ft)
+    assert (obj.l_train, obj.alpha, obj.ce_on, obj.l_extra_setting, obj.divergence) == (
+        64, 0.3, "both", 3, "jeffreys")
+    assert (obj.reduce_terms, obj.detach, obj.positions, obj.chunk_size) == (
+        "mean", "long", "paper", 7)
+    babilong = Objective.for_run(spec, ft, 32, ce_on="b", answer_weight=0.5)
+    assert (babilong.l_train, babilong.ce_on, babilong.answer_weight) == (32, "b", 0.5)
+    options = obj.loss_options()  # what misalignment_loss receives: every field but the window
+    assert set(options) == {f.name for f in fields(Objective)} - {"l_train", "l_extra_setting"}
+    assert options["divergence"] == "jeffreys" and options["chunk_size"] == 7
