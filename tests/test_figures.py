@@ -1,12 +1,14 @@
 """Every figure a section draws follows the rules of ``lsa.plots.figure_problems``: each axes
 that shows data has x and y labels (a shared axis labelled once), at most one legend and none
 over the data, no label that is a column's name (``value``, ``ppl_1x``), no text over another
-panel. The figures are drawn by the sections' own functions from small tidy tables of the
-shapes their ``analyse`` returns (the smoke configuration); the smoke notebooks draw them from
+panel. The figures are drawn by the sections' own functions, and each notebook's main figure
+by its own cell (tagged ``main-figure``), from small tidy tables of the shapes their
+``analyse`` returns (the smoke configuration); the smoke notebooks draw them from
 real runs with ``LSA_STRICT_FIGURES`` set (tests/test_notebooks.py)."""
 
 import dataclasses
 import itertools
+import json
 import types
 
 import matplotlib
@@ -18,9 +20,25 @@ from lsa import plots
 from lsa.config import load_config
 from lsa.sections import Result, ablations, babilong, correlation, finetuning, synthetic
 
+from conftest import ROOT
+
 matplotlib.use("Agg")
 RNG = np.random.default_rng(0)
 PIPE = load_config(profile="smoke")
+
+
+def main_figure(notebook: str, setup, result):
+    """A notebook's main figure (its cell tagged ``main-figure``: a few seaborn lines a student
+    edits), drawn from ``setup`` and ``result`` after the notebook's import cell."""
+    cells = [c for c in json.loads((ROOT / "notebooks" / f"{notebook}.ipynb").read_text())[
+        "cells"] if c["cell_type"] == "code"]
+    tagged = [c for c in cells if "main-figure" in c["metadata"].get("tags", [])]
+    assert len(tagged) == 1, notebook
+    names: dict = {}
+    exec(cells[0]["source"], names)
+    names.update(setup=setup, result=result)
+    exec(tagged[0]["source"], names)
+    return names["fig"]
 
 
 def setup_of(settings):
@@ -43,9 +61,8 @@ def synthetic_figures():
                      "length": length, "mse": float(RNG.uniform(0.01, 1) * length)})
     result = Result(tables={"per_length": pd.DataFrame(rows)})
     setup = setup_of(cfg)
-    return [(name, f(setup, result)) for name, f in (
-        ("fig1_tasks_by_encoding", synthetic.figure_tasks), ("fig1c_outrep",
-                                                             synthetic.figure_outrep))]
+    return [("fig1_tasks_by_encoding", main_figure("01_synthetic_study", setup, result)),
+            ("fig1c_outrep", synthetic.figure_outrep(setup, result))]
 
 
 def finetuning_figures(monkeypatch):
@@ -60,9 +77,9 @@ def finetuning_figures(monkeypatch):
                            for step in range(1, 11)])
     monkeypatch.setattr(finetuning.runtable, "curves", lambda pipe: curves)
     setup, result = setup_of(PIPE.view), Result(tables={"runs": runs})
-    return [(f.__name__, f(setup, result)) for f in (
-        finetuning.figure_ppl_by_window, finetuning.figure_training_curves,
-        finetuning.figure_misalignment)]
+    return [("figure_ppl_by_window", main_figure("03_regularized_finetuning", setup, result)),
+            *[(f.__name__, f(setup, result)) for f in (finetuning.figure_training_curves,
+                                                       finetuning.figure_misalignment)]]
 
 
 def correlation_figures():
@@ -81,9 +98,9 @@ def correlation_figures():
     result = Result(tables={"units_primary": units, "table1": table1, "audit_top1": top1},
                     metrics={"main_score": "score_beyond_4x"})
     setup = setup_of(PIPE.population)
-    return [(f.__name__, f(setup, result)) for f in (
-        correlation.figure_table1, correlation.figure_parts, correlation.figure_l2_sce,
-        correlation.figure_top1)]
+    return [("figure_table1", main_figure("02_misalignment_correlation", setup, result)),
+            *[(f.__name__, f(setup, result)) for f in (
+                correlation.figure_parts, correlation.figure_l2_sce, correlation.figure_top1)]]
 
 
 def ablation_figures():
@@ -114,9 +131,10 @@ def ablation_figures():
               **{f"effects_{i}": pd.DataFrame() for i in ablations.ITEMS if i != "divergence"}}
     result = Result(tables=tables, notes={"long": "ppl_4x", "long_nll": "nll_4x"})
     setup = setup_of(cfg)
-    return [(f.__name__, f(setup, result)) for f in (
-        ablations.figure_divergence, ablations.figure_alpha_sweep, ablations.figure_l_extra,
-        ablations.figure_exposure, ablations.figure_parts)]
+    return [("figure_divergence", main_figure("04_ablations", setup, result)),
+            *[(f.__name__, f(setup, result)) for f in (
+                ablations.figure_alpha_sweep, ablations.figure_l_extra,
+                ablations.figure_exposure, ablations.figure_parts)]]
 
 
 def babilong_figures():
@@ -133,8 +151,8 @@ def babilong_figures():
                             "table7_qa1_by_depth": table("depth", [0.0, 0.25, 0.5, 0.75])},
                     metrics={"scorer": ["exact"]})
     setup = setup_of(PIPE.view)
-    return [(f.__name__, f(setup, result)) for f in (babilong.figure_by_length,
-                                                     babilong.figure_by_depth)]
+    return [("figure_by_length", main_figure("05_babilong", setup, result)),
+            ("figure_by_depth", babilong.figure_by_depth(setup, result))]
 
 
 @pytest.fixture

@@ -147,36 +147,35 @@ def summary(setup: Setup, result: Result) -> pd.DataFrame:
                             result.notes["columns"])
 
 
-def figure_divergence(setup: Setup, result: Result):
-    """Item 1: paired change of the longest-window NLL against alpha, per divergence; one panel
-    per baseline, the same-cost control (CE on both windows) first."""
+def divergence_effects(setup: Setup, result: Result) -> pd.DataFrame | None:
+    """Item 1's tidy table, what its figure plots: the paired change of the longest-window NLL
+    per (``baseline``, ``divergence``, ``alpha``) with its 95 % t interval (``low``, ``high``;
+    none with one seed), the same-cost control (CE on both windows) first; None when the item
+    is not run."""
     eff, long = result.tables.get("effects_divergence"), result.notes["long_nll"]
     if eff is None:
         return None
     data = eff[eff["column"] == long].copy()
     data["divergence"] = data["setting"].str.split(" ").str[0]
     data["alpha"] = data["setting"].str.split(" ").str[1].astype(float)
-    baselines = sorted(data["baseline"].unique(), key=lambda b: "both" not in b)
-    fig, axes = plots.plt.subplots(1, len(baselines), figsize=(5 * len(baselines), 3.6),
-                                   squeeze=False, sharey=True)
-    for i, (ax, baseline) in enumerate(zip(axes[0], baselines)):
-        for div, sub in data[data["baseline"] == baseline].groupby("divergence"):
-            sub = sub.sort_values("alpha")
-            err = [sub["delta"] - sub["low"], sub["high"] - sub["delta"]]
-            ax.errorbar(sub["alpha"], sub["delta"], yerr=err if sub["seeds"].min() > 1 else None,
-                        marker="o", capsize=3, label=div)
-        ax.axhline(0, color="grey", lw=0.8)
-        _alpha_axis(ax, data["alpha"])
-        ax.set(ylabel="" if i else "paired change of\n" + plots.column_label(
-            long, setup.pipe.finetune.l_train), title=f"vs {baseline}")
-    fig.suptitle("regularizer against its baselines (95 % t interval over seeds)")
-    fig.tight_layout()
-    plots.figure_legend(fig, axes[0], "divergence")
-    save_figure(setup, result, fig, "fig_ablation_divergence")
-    return fig
+    if data["seeds"].min() <= 1:
+        data[["low", "high"]] = data[["delta", "delta"]].to_numpy()
+    order = sorted(data["baseline"].unique(), key=lambda b: "both" not in b)
+    data["baseline"] = pd.Categorical(data["baseline"], categories=order, ordered=True)
+    return data.sort_values(["baseline", "divergence", "alpha"])
 
 
-def _alpha_axis(ax, alphas) -> None:
+def with_intervals(data: pd.DataFrame, x: str, y: str, hue: str, ax=None, **style) -> None:
+    """``y`` per ``hue`` group of ``data`` against ``x`` with its interval (``low``, ``high``)
+    as error bars, and the 0 line; a ``FacetGrid.map_dataframe`` function."""
+    ax = ax or plots.plt.gca()
+    for name, sub in data.groupby(hue, sort=False):
+        ax.errorbar(sub[x], sub[y], yerr=[sub[y] - sub["low"], sub["high"] - sub[y]],
+                    marker="o", capsize=3, label=str(name))
+    ax.axhline(0, color="grey", lw=0.8)
+
+
+def alpha_axis(ax, alphas) -> None:
     """alpha on a log axis, symmetric-log (linear below the smallest positive alpha) when alpha
     0 is shown: a sweep spans orders of magnitude, and its claim lives at the small ones."""
     positive = sorted(a for a in set(alphas) if a > 0)
@@ -216,7 +215,7 @@ def figure_alpha_sweep(setup: Setup, result: Result):
         stats = sub.groupby("alpha")[long].agg(["mean", "std"]).reset_index()
         ax.errorbar(stats["alpha"], stats["mean"], yerr=stats["std"].fillna(0), marker="o",
                     capsize=3, label=method)
-    _alpha_axis(ax, sweep["alpha"])
+    alpha_axis(ax, sweep["alpha"])
     ax.set(title="alpha sweep (mean and sd over seeds)",
            ylabel=plots.column_label(long, setup.pipe.finetune.l_train))
     plots.axes_legend_outside(ax, "method")

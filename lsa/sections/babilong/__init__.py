@@ -1,8 +1,10 @@
 """Section 5.4, Tables 6-7 (notebook ``05_babilong``): BABILong accuracy by task x length and
-QA1 by fact depth, CE against CE + alpha * SCE, paired by test prompt. The tables:
-``lsa.runtable``."""
+QA1 by fact depth, CE against CE + alpha * SCE, paired by test prompt. The tables: ``tables``
+(this package); the main figure's tidy table: ``accuracy_by_length`` (the notebook plots it)."""
 
 from __future__ import annotations
+
+import pandas as pd
 
 from lsa import plots
 from lsa.notebook import Setup
@@ -37,43 +39,36 @@ def describe_sources(result: Result) -> str:
     return "\n".join(lines + ["answers scored with: " + ", ".join(result.metrics["scorer"])])
 
 
-def _with_intervals(ax, table, x, hue, **style):
-    """Accuracy per ``hue`` group against ``x``, with the Wilson intervals as error bars."""
-    for name, sub in table.groupby(hue):
+def with_intervals(data: pd.DataFrame, x: str, hue: str, ax=None, **style) -> None:
+    """Accuracy per ``hue`` group of ``data`` against ``x``, with the Wilson intervals as error
+    bars (``ci_low``, ``ci_high``); a ``FacetGrid.map_dataframe`` function (its ``color`` and
+    ``label`` are left to the groups)."""
+    ax = ax or plots.plt.gca()
+    style = {k: v for k, v in style.items() if k not in ("color", "label")}
+    for name, sub in data.groupby(hue, sort=False):
         ax.errorbar(sub[x], sub["accuracy"], yerr=[sub["accuracy"] - sub["ci_low"],
                     sub["ci_high"] - sub["accuracy"]], marker="o", capsize=3, label=str(name),
                     **style)
 
 
-def figure_by_length(setup: Setup, result: Result):
-    """Table 6 as a figure: accuracy by input length, all tasks and by task."""
-    axes_of = bl_tables.babilong_axes(setup.pipe)
+def accuracy_by_length(setup: Setup, result: Result) -> pd.DataFrame:
+    """Table 6's tidy table, what its figure plots: accuracy with its Wilson interval by input
+    length, ``panel`` "all tasks" (Table 6) and "by task", ``curve`` the plotted line (task,
+    model, loss)."""
     by_length = result.tables["table6_accuracy_by_length"]
     by_task = result.tables["accuracy_by_task_length"]
-    x = axes_of["x"]
-    fig, axes = plots.plt.subplots(1, 2, figsize=(10, 3.6))
-    _with_intervals(axes[0], by_length.assign(curve=bl_tables.curve_label(by_length)), x,
-                    "curve")
-    _with_intervals(axes[1], by_task.assign(curve=bl_tables.curve_label(by_task, "task")), x,
-                    "curve")
-    for ax, title in zip(axes, ["BABILong, all tasks", "by task"]):
-        ax.set(xscale="log", xticks=axes_of["ticks"], xticklabels=axes_of["labels"],
-               xlabel=axes_of["xlabel"], ylabel="accuracy (%)",
-               title=f"{title} (95% Wilson intervals, scorer "
-                     f"{', '.join(result.metrics['scorer'])})")
-        ax.minorticks_off()
-    fig.tight_layout()
-    plots.figure_legend(fig, axes, "curve")
-    save_figure(setup, result, fig, "fig_table6_babilong_by_length")
-    return fig
+    return pd.concat([by_length.assign(panel="all tasks", curve=bl_tables.curve_label(by_length)),
+                      by_task.assign(panel="by task",
+                                     curve=bl_tables.curve_label(by_task, "task"))],
+                     ignore_index=True)
 
 
 def figure_by_depth(setup: Setup, result: Result):
     """Table 7 as a figure: QA1 accuracy by the depth of its facts."""
     by_depth = result.tables["table7_qa1_by_depth"]
     fig, ax = plots.plt.subplots(figsize=(5.5, 3.6))
-    _with_intervals(ax, by_depth.assign(curve=bl_tables.curve_label(by_depth)), "depth",
-                    "curve")
+    with_intervals(by_depth.assign(curve=bl_tables.curve_label(by_depth)), "depth", "curve",
+                   ax=ax)
     ax.set(xlabel="depth of the facts (fraction of the context)", ylabel="accuracy (%)",
            title=bl_tables.babilong_axes(setup.pipe)["depth_title"])
     plots.axes_legend_outside(ax, "curve")

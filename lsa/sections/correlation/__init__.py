@@ -97,33 +97,29 @@ def describe(setup: Setup, result: Result) -> str:
             f"window, longest multiple); excluded by the rule: {excluded}")
 
 
-def _score_label(score: str, l_train: int) -> str:
+def score_label(score: str, l_train: int) -> str:
     """The main score's axis label, on two lines (``score_beyond_4x``: -NLL beyond l_train in
     the 4x windows, in tokens)."""
     return plots.column_label(score, l_train).replace(", ", ",\n", 1)
 
 
-def figure_table1(setup: Setup, result: Result):
-    """Table 1 as scatter plots: the score against each predictor, with its Pearson r."""
-    table, rows = result.tables["units_primary"], result.tables["table1"]
-    main = result.metrics["main_score"]
-    long = table.melt(id_vars=["unit", "kind"], value_vars=["misalignment", "train_loss"],
+PREDICTORS = ("misalignment", "train_loss")  # Table 1's two predictors
+
+
+def score_against_predictors(setup: Setup, result: Result) -> pd.DataFrame:
+    """Table 1's tidy table, what its figure plots: one row per (primary unit, predictor) with
+    the unit's ``kind``, the predictor's ``value`` and the main score (its own column,
+    ``result.metrics["main_score"]``)."""
+    table, main = result.tables["units_primary"], result.metrics["main_score"]
+    long = table.melt(id_vars=["unit", "kind"], value_vars=list(PREDICTORS),
                       var_name="predictor", value_name="value")
-    long = long.merge(table[["unit", main]], on="unit")
-    g = plots.sns.lmplot(data=long, x="value", y=main, col="predictor", hue="kind",
-                         facet_kws={"sharex": False}, height=3.4, aspect=1.1, fit_reg=False)
-    l_train = setup.pipe.finetune.l_train
-    for i, (ax, pred) in enumerate(zip(g.axes.flat, ["misalignment", "train_loss"])):
-        plots.sns.regplot(data=table, x=pred, y=main, scatter=False, ax=ax, color="black",
-                          line_kws={"lw": 1})
-        ax.set(xlabel=plots.column_label(pred).replace(" (", "\n("),
-               ylabel="" if i else _score_label(main, l_train))
-        if (row := population.pearson(rows, pred, main)) is not None:
-            ax.set_title(f"{pred}\nPearson r = {population.r_text(row)}")
-    g.legend.set_title("model")
-    g.tight_layout()
-    save_figure(setup, result, g.figure, "fig_table1_scatter")
-    return g.figure
+    return long.merge(table[["unit", main]], on="unit")
+
+
+def predictor_title(result: Result, predictor: str) -> str:
+    """A Table 1 panel's title: the predictor and its Pearson r with the main score."""
+    row = population.pearson(result.tables["table1"], predictor, result.metrics["main_score"])
+    return predictor if row is None else f"{predictor}\nPearson r = {population.r_text(row)}"
 
 
 def figure_parts(setup: Setup, result: Result):
@@ -134,7 +130,7 @@ def figure_parts(setup: Setup, result: Result):
         plots.sns.scatterplot(data=table, x=pred, y=main, hue="kind", ax=ax,
                               legend=ax is axes[0])
         ax.set(xlabel=plots.column_label(pred).replace(", ", ",\n", 1), ylabel="")
-    axes[0].set_ylabel(_score_label(main, setup.pipe.finetune.l_train))  # shared by the row
+    axes[0].set_ylabel(score_label(main, setup.pipe.finetune.l_train))  # shared by the row
     fig.tight_layout()
     plots.figure_legend(fig, axes, "model")
     save_figure(setup, result, fig, "fig_audit_parts")

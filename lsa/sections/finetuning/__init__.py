@@ -1,8 +1,11 @@
 """Sections 5.1-5.2, Tables 2-3 (notebook ``03_regularized_finetuning``): every method with CE
 and with CE + alpha * SCE, perplexity by window, the paired effect of the regularizer, the
-paper's numbers beside ours. The tables: ``lsa.runtable``."""
+paper's numbers beside ours. The tables: ``tables`` (this package) over ``lsa.runtable``; the
+main figure's tidy table: ``ppl_by_window`` (the notebook plots it)."""
 
 from __future__ import annotations
+
+import pandas as pd
 
 from lsa import plots, runtable
 from lsa.notebook import Setup
@@ -36,24 +39,18 @@ def analyse(setup: Setup) -> Result:
                  "longbench": longbench.to_dict(orient="records")}))
 
 
-def figure_ppl_by_window(setup: Setup, result: Result):
-    """Table 2 as a figure: perplexity by window, CE against CE + alpha * SCE, per method."""
+def ppl_by_window(setup: Setup, result: Result) -> pd.DataFrame:
+    """Table 2's tidy table, what its figure plots: one row per run and window (``method``,
+    ``loss``, ``seed``, ``window``: its multiple of ``l_train`` and tokens, an ordered
+    category; ``perplexity``)."""
     runs, l_train = result.tables["runs"], setup.pipe.finetune.l_train
     columns = runtable.window_columns(runs)
     ticks = dict(zip(columns, plots.window_ticks(columns, l_train)))
     long = runs.melt(id_vars=["method", "loss", "seed"], value_vars=columns,
                      var_name="window", value_name="perplexity")
-    long["window"] = long["window"].map(ticks)
-    g = plots.sns.catplot(data=long, x="window", y="perplexity", hue="loss", col="method",
-                          kind="point", errorbar="sd", dodge=0.2, height=3.4, aspect=0.8,
-                          sharey=False, order=list(ticks.values()))
-    g.set_titles("{col_name}")
-    for ax in g.axes.flat:  # each panel its own y scale, so each its own label
-        ax.set(xlabel=plots.WINDOW_AXIS, ylabel="perplexity (mean, sd over seeds)")
-    g.figure.suptitle(f"perplexity by window (l_train = {l_train} tokens)", y=1.02)
-    g.tight_layout()
-    save_figure(setup, result, g.figure, "fig_table2_ppl_by_window")
-    return g.figure
+    long["window"] = pd.Categorical(long["window"].map(ticks), categories=list(ticks.values()),
+                                    ordered=True)
+    return long
 
 
 def figure_training_curves(setup: Setup, result: Result):

@@ -4,6 +4,8 @@ reparameterization (OutRep). The models and tasks: ``lsa.sections.synthetic.stud
 
 from __future__ import annotations
 
+import pandas as pd
+
 from lsa import plots
 from lsa.notebook import Setup
 from lsa.sections import Result, save_figure
@@ -34,21 +36,19 @@ def analyse(setup: Setup) -> Result:
                   metrics={"summary": summary.to_dict(orient="records")})
 
 
-def figure_tasks(setup: Setup, result: Result):
-    """Figure 1 (a, b and the appendix tasks): test loss by length, one panel per task."""
-    cfg, per_length = setup.settings, result.tables["per_length"]
-    ident = per_length[per_length["transform"] == "identity"]
-    panels = [(t, "mean prediction" if t == "mean" else f"{t.replace('_', ' ')} prediction")
-              for t in cfg.tasks]
-    fig, axes = plots.plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6),
-                                   squeeze=False)
-    for ax, (task, title) in zip(axes[0], panels):
-        plots.loss_vs_length(ax, ident[ident["task"] == task], "encoding",
-                             (cfg.train_min_len, cfg.train_max_len), title)
-    fig.tight_layout()
-    plots.figure_legend(fig, axes[0], "positional encoding")
-    save_figure(setup, result, fig, "fig1_tasks_by_encoding")
-    return fig
+def loss_by_length(setup: Setup, result: Result) -> pd.DataFrame:
+    """Figure 1's tidy table, what its figure plots: the identity-output runs, one row per
+    (task, encoding, seed, length) with its test ``mse``, in the configured task order."""
+    per_length = result.tables["per_length"]
+    ident = per_length[per_length["transform"] == "identity"].copy()
+    ident["task"] = pd.Categorical(ident["task"].str.replace("_", " "), ordered=True,
+                                   categories=[t.replace("_", " ") for t in setup.settings.tasks])
+    return ident
+
+
+def train_span(setup: Setup) -> tuple[float, float]:
+    """The training lengths as an x range to shade (half a token either side)."""
+    return setup.settings.train_min_len - 0.5, setup.settings.train_max_len + 0.5
 
 
 def figure_outrep(setup: Setup, result: Result):
