@@ -35,6 +35,7 @@ import numpy as np
 
 from lsa.config import PipelineConfig
 from lsa.stats import (
+    NOT_RUN,
     PREMISE_NOT_MET,
     crossed_two_level_interval,
     difference_interval,
@@ -293,7 +294,7 @@ def apply_premise(claims: list[dict[str, Any]], gates: list[Gate], required: Seq
     for claim in claims:
         claim = dict(claim)
         ok, _ = premise(gates, required, claim.get("method") or None)
-        if not ok and claim["verdict"] != "not run":
+        if not ok and claim["verdict"] != NOT_RUN:
             claim["evidence"] = (f"{claim.get('evidence', '')} [verdict if the premise held: "
                                  f"{claim['verdict']}]").strip()
             claim["verdict"] = PREMISE_NOT_MET

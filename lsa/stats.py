@@ -84,6 +84,10 @@ def paired_interval(changed, baseline, confidence: float = 0.95) -> PairedInterv
 # interval excludes 0.
 
 
+#: the verdict of a claim whose runs a profile does not make
+NOT_RUN = "not run"
+
+
 def sign_verdict(low: float, high: float, paper_sign: int, n: int | None = None) -> str:
     """``agrees`` / ``disagrees`` when ``[low, high]`` excludes 0 on the paper's side or on the
     other; ``inconclusive`` when it holds 0, is undefined, or rests on fewer than two paired
@@ -91,7 +95,7 @@ def sign_verdict(low: float, high: float, paper_sign: int, n: int | None = None)
     if paper_sign not in (-1, 1):
         raise ValueError(f"paper_sign = {paper_sign}: must be -1 or +1")
     if n == 0:
-        return "not run"
+        return NOT_RUN
     if (n is not None and n < 2) or not (math.isfinite(low) and math.isfinite(high)) \
             or low <= 0 <= high:
         return "inconclusive"
@@ -102,7 +106,6 @@ def sign_verdict(low: float, high: float, paper_sign: int, n: int | None = None)
 #: and for an interval that holds 0 what it rules out
 SMALLER = "smaller than the paper's effect"
 UNDERPOWERED = "underpowered"
-NOT_RUN = "not run"
 PREMISE_NOT_MET = "premise not met"
 #: every verdict a paper claim can get from its numbers ("inconclusive": Section 3's majority
 #: of seeds, which has no interval); then "premise not met" or "not run"
@@ -214,7 +217,7 @@ def majority_verdict(wins: int, total: int, mean_better: bool) -> str:
     """Section 3, by seed (no interval): 'agrees' when the mean and a strict majority of seeds
     go the paper's way, 'disagrees' when neither does, 'inconclusive' otherwise."""
     if total == 0:
-        return "not run"
+        return NOT_RUN
     if mean_better and wins * 2 > total:
         return "agrees"
     if not mean_better and wins * 2 < total:
