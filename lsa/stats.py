@@ -402,6 +402,12 @@ def correlation_interval(x, y, method: Method = "pearson", *, n_resamples: int =
     return (corr(x, y), *_bootstrap_ci(corr, (x, y), n_resamples, seed, confidence))
 
 
+def correlation_value(x, y, method: Method = "pearson") -> float:
+    """The correlation alone (rows with a missing value dropped): ``correlation_interval``'s
+    ``r`` without its bootstrap."""
+    return _corr(method)(*_clean(x, y))
+
+
 def correlation(x, y, method: Method = "pearson", *, n_resamples: int = 2000,
                 n_permutations: int = 2000, seed: int = 0, confidence: float = 0.95,
                 predictor: str = "x", score: str = "y") -> Correlation:
@@ -461,6 +467,24 @@ class Comparison:
         return {**asdict(self), "right_sign": self.right_sign, "holds": self.holds}
 
 
+def _complete(table, columns: tuple[str, ...]) -> np.ndarray:
+    cols = np.column_stack([np.asarray(table[c], dtype=float) for c in columns])
+    cols = cols[np.isfinite(cols).all(axis=1)]
+    if len(cols) < 4:
+        raise ValueError(f"{columns[0]} vs {columns[1]} on {columns[2]}: {len(cols)} complete "
+                         f"models; need >= 4")
+    return cols
+
+
+def predictor_difference(table, a: str, b: str, score: str, method: Method = "pearson",
+                         direction: int = -1) -> float:
+    """``compare_predictors``' difference alone, ``direction * (r(a) - r(b))`` over the rows
+    complete in all three columns, without its bootstrap."""
+    cols = _complete(table, (a, b, score))
+    corr = _corr(method)
+    return direction * (corr(cols[:, 0], cols[:, 2]) - corr(cols[:, 1], cols[:, 2]))
+
+
 def compare_predictors(table, a: str, b: str, score: str, method: Method = "pearson", *,
                        n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
                        direction: int = -1) -> Comparison:
@@ -468,16 +492,13 @@ def compare_predictors(table, a: str, b: str, score: str, method: Method = "pear
     (``direction``: -1, more of the predictor, a lower score)? The bootstrap interval
     (resampling the table's rows: its units) of ``direction * (r(a) - r(b))``, signed: a
     predictor pointing the wrong way gets no credit for its size."""
-    cols = np.column_stack([np.asarray(table[c], dtype=float) for c in (a, b, score)])
-    cols = cols[np.isfinite(cols).all(axis=1)]
-    if len(cols) < 4:
-        raise ValueError(f"{a} vs {b} on {score}: {len(cols)} complete models; need >= 4")
+    cols = _complete(table, (a, b, score))
     corr = _corr(method)
 
     def diff(xa, xb, y):
         return direction * (corr(xa, y) - corr(xb, y))
 
-    value = diff(cols[:, 0], cols[:, 1], cols[:, 2])
+    value = predictor_difference(table, a, b, score, method, direction)
     low, high = _bootstrap_ci(diff, (cols[:, 0], cols[:, 1], cols[:, 2]), n_resamples, seed,
                               confidence)
     return Comparison(a, b, score, method, value, low, high, len(cols),

@@ -186,3 +186,17 @@ def test_the_verdict_type_lists_exactly_the_words_the_rules_make():
                                                                    (-1, 1))}
     assert made == words - {"inconclusive", stats.PREMISE_NOT_MET}  # Section 3's, the gates'
     assert stats.majority_verdict(1, 2, True) == "inconclusive"
+
+
+def test_point_values_are_the_intervals_own_estimates():
+    """``correlation_value`` and ``predictor_difference`` (the audits' fits on every unit) are
+    exactly the estimates the bootstrap functions report, without their resamples."""
+    rng = np.random.default_rng(3)
+    table = pd.DataFrame({"a": rng.normal(size=12), "b": rng.normal(size=12),
+                          "s": rng.normal(size=12)})
+    table.loc[4, "b"] = np.nan  # a missing value drops that row from both
+    assert stats.correlation_value(table["a"], table["s"]) == stats.correlation_interval(
+        table["a"], table["s"], n_resamples=50)[0]
+    comp = stats.compare_predictors(table, "a", "b", "s", n_resamples=50)
+    assert stats.predictor_difference(table, "a", "b", "s") == comp.difference
+    assert comp.difference == -(comp.r_better - comp.r_worse)

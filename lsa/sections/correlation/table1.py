@@ -365,10 +365,9 @@ def unit_influence(table: pd.DataFrame, score: str, *, n_resamples: int = 2000, 
     cols = ["unit", "kind", "statistic", "value", "low", "high", "shift", "n"]
     if len(table) < 6:
         return pd.DataFrame(columns=cols)
-    full = {"r(misalignment)": stats.correlation_interval(
-        table["misalignment"], table[score], n_resamples=n_resamples, seed=seed)[0],
-        "jeffreys - entropy": stats.compare_predictors(
-            table, "jeffreys", "entropy", score, n_resamples=n_resamples, seed=seed).difference}
+    full = {"r(misalignment)": stats.correlation_value(table["misalignment"], table[score]),
+            "jeffreys - entropy": stats.predictor_difference(table, "jeffreys", "entropy",
+                                                             score)}
     rows = []
     for i in range(len(table)):
         rest = table.drop(index=table.index[i])
