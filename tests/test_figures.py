@@ -18,7 +18,7 @@ import pytest
 
 from lsa import plots
 from lsa.config import load_config
-from lsa.sections import Result, ablations, babilong, correlation, finetuning, synthetic
+from lsa.sections import ablations, babilong, correlation, finetuning, synthetic
 
 from conftest import ROOT
 
@@ -59,7 +59,7 @@ def synthetic_figures():
                                                             range(1, cfg.test_max_len + 1)):
         rows.append({"task": task, "encoding": enc, "transform": rep, "seed": seed,
                      "length": length, "mse": float(RNG.uniform(0.01, 1) * length)})
-    result = Result(tables={"per_length": pd.DataFrame(rows)})
+    result = synthetic.SyntheticResult(per_length=pd.DataFrame(rows))
     setup = setup_of(cfg)
     return [("fig1_tasks_by_encoding", main_figure("01_synthetic_study", setup, result)),
             ("fig1c_outrep", synthetic.figure_outrep(setup, result))]
@@ -76,7 +76,7 @@ def finetuning_figures(monkeypatch):
                            for m in ft.methods[:2] for a in ft.alphas for s in [0, 1]
                            for step in range(1, 11)])
     monkeypatch.setattr(finetuning.runtable, "curves", lambda pipe: curves)
-    setup, result = setup_of(PIPE.view), Result(tables={"runs": runs})
+    setup, result = setup_of(PIPE.view), finetuning.FinetuningResult(runs=runs)
     return [("figure_ppl_by_window", main_figure("03_regularized_finetuning", setup, result)),
             *[(f.__name__, f(setup, result)) for f in (finetuning.figure_training_curves,
                                                        finetuning.figure_misalignment)]]
@@ -95,8 +95,8 @@ def correlation_figures():
                           "high": v + 0.02}
                          for i, m in enumerate(["base", "pi_a0_s0"]) for x in (8, 16, 32)
                          for v in [0.1 * i + 0.01 * x]])
-    result = Result(tables={"units_primary": units, "table1": table1, "audit_top1": top1},
-                    metrics={"main_score": "score_beyond_4x"})
+    result = correlation.CorrelationResult(units_primary=units, table1=table1, audit_top1=top1,
+                                           metrics={"main_score": "score_beyond_4x"})
     setup = setup_of(PIPE.population)
     return [("figure_table1", main_figure("02_misalignment_correlation", setup, result)),
             *[(f.__name__, f(setup, result)) for f in (
@@ -129,7 +129,7 @@ def ablation_figures():
                                for v in [float(RNG.normal())]])
     tables = {"runs": runs, "effects_divergence": divergence,
               **{f"effects_{i}": pd.DataFrame() for i in ablations.ITEMS if i != "divergence"}}
-    result = Result(tables=tables, notes={"long": "ppl_4x", "long_nll": "nll_4x"})
+    result = ablations.AblationsResult(**tables, long="ppl_4x", long_nll="nll_4x")
     setup = setup_of(cfg)
     return [("figure_divergence", main_figure("04_ablations", setup, result)),
             *[(f.__name__, f(setup, result)) for f in (
@@ -146,10 +146,10 @@ def babilong_figures():
                              for acc in [float(RNG.uniform(20, 80))]])
 
     mults = PIPE.babilong.eval_multiples
-    result = Result(tables={"table6_accuracy_by_length": table("multiple", mults),
-                            "accuracy_by_task_length": table("multiple", mults, "task"),
-                            "table7_qa1_by_depth": table("depth", [0.0, 0.25, 0.5, 0.75])},
-                    metrics={"scorer": ["exact"]})
+    result = babilong.BabilongResult(
+        table6_accuracy_by_length=table("multiple", mults),
+        accuracy_by_task_length=table("multiple", mults, "task"),
+        table7_qa1_by_depth=table("depth", [0.0, 0.25, 0.5, 0.75]), metrics={"scorer": ["exact"]})
     setup = setup_of(PIPE.view)
     return [("figure_by_length", main_figure("05_babilong", setup, result)),
             ("figure_by_depth", babilong.figure_by_depth(setup, result))]

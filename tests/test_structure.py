@@ -129,3 +129,22 @@ def test_a_notebooks_inputs_are_what_it_loads():
     assert not {"jobs.py", "train.py", "misalign.py", "__init__.py", "paths.py"} & set(inputs)
     assert "sections/synthetic/study.py" in notebook_inputs(
         ROOT / "notebooks" / "01_synthetic_study.ipynb")
+
+
+def test_every_section_returns_its_own_typed_result():
+    """Each section's ``analyse`` returns its own dataclass (a ``Result`` whose DataFrame fields
+    are its tables), and what it saves is those fields in order, the gates first, under their
+    ``saved_as`` names."""
+    import typing
+
+    import pandas as pd
+
+    from lsa import sections
+    from lsa.sections.report import ReportResult
+
+    for key in sections.packages():
+        returned = typing.get_type_hints(sections.module(key).analyse)["return"]
+        assert issubclass(returned, sections.Result) and returned is not sections.Result, key
+    frame = pd.DataFrame({"a": [1]})
+    result = ReportResult(claims_table=frame, provenance=frame, gates=frame)
+    assert list(result.saved_tables()) == ["gates", "claims", "provenance"]

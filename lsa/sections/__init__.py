@@ -18,7 +18,7 @@ the report's list derive from those files. Adding a section: CONTRIBUTING.md.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -48,16 +48,25 @@ def module(section: str) -> ModuleType:
 
 @dataclass
 class Result:
-    """What a section computed: ``tables`` (saved as CSV and Markdown, in this order),
-    ``claims`` (the paper's findings with ours and a verdict), ``figures`` (names, as the
-    figure functions save them), ``metrics`` (the section's own entries of ``metrics.json``)
-    and ``notes`` (what the notebook shows beside them, not saved)."""
+    """What a section computed, typed: each section's result is a subclass whose DataFrame
+    fields are its tables (saved as CSV and Markdown in field order, ``saved_tables``), beside
+    ``claims`` (the paper's findings with ours and a verdict), ``figures`` (names, as they are
+    saved), ``metrics`` (the section's own entries of ``metrics.json``), and the premise gates'
+    table and sentence (``gates``, ``premise``: ``with_premise``)."""
 
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     claims: list[dict[str, Any]] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
-    notes: dict[str, Any] = field(default_factory=dict)
+    premise: str = ""
+    gates: pd.DataFrame | None = None
+
+    def saved_tables(self) -> dict[str, pd.DataFrame]:
+        """The tables to save, by file name (a field's ``saved_as``, else its name), in field
+        order (the gates first): every DataFrame field that is set."""
+        import pandas as pd
+
+        return {f.metadata.get("saved_as", f.name): getattr(self, f.name) for f in fields(self)
+                if isinstance(getattr(self, f.name), pd.DataFrame)}
 
     def claims_markdown(self) -> str:
         from lsa.claims import claims_table
@@ -70,18 +79,18 @@ def with_premise(setup: Setup, result: Result, method: str | None = None) -> Res
     """``result`` with the premise gates (``lsa.gates``): their table first, the section's
     verdicts turned into "premise not met" where a gate it needs failed (each claim by its own
     method's gates), the gates in its metrics and the sentence that says which in
-    ``notes["premise"]``; ``premise_met`` and that sentence are for ``method`` where the
+    ``premise``; ``premise_met`` and that sentence are for ``method`` where the
     section is about one method (Section 5.3), else for every method."""
     from lsa import gates
 
     found = gates.compute_gates(setup.pipe)
     required = setup.pipe.sections[setup.section].gates
     ok, text = gates.premise(found, required, method)
-    result.tables = {"gates": gates.gates_table(found), **result.tables}
+    result.gates = gates.gates_table(found)
     result.claims = gates.apply_premise(result.claims, found, required)
     result.metrics["gates"] = [g.to_dict() for g in found]
     result.metrics["premise_met"] = ok
-    result.notes["premise"] = text
+    result.premise = text
     return result
 
 
@@ -103,7 +112,7 @@ def save(setup: Setup, result: Result, claims_table: bool = True) -> Path:
     from lsa.claims import claims_table as table_of
 
     out = setup.out_dir
-    tables = dict(result.tables)
+    tables = result.saved_tables()
     if claims_table:
         tables["claims"] = table_of(result.claims)
     for name, table in tables.items():

@@ -9,6 +9,7 @@ timing), 6 each part alone. A profile that does not run an item says so."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -29,7 +30,32 @@ def describe(setup: Setup) -> str:
             f"l_train {ft.l_train}, {ft.optim.steps} steps each")
 
 
-def analyse(setup: Setup) -> Result:
+@dataclass
+class AblationsResult(Result):
+    """Section 5.3's tables: the runs, each item's paired effects (``effects_<item>``, None
+    where the item is not run), the far-context question per method, the core comparisons on
+    every base model, the claims split by kind; ``long`` / ``long_nll``: the longest window's
+    perplexity and NLL columns, ``columns``: the summary's, ``compute``: item 5's accounting."""
+
+    runs: pd.DataFrame | None = None
+    effects_divergence: pd.DataFrame | None = None
+    effects_alpha_sweep: pd.DataFrame | None = None
+    effects_l_extra: pd.DataFrame | None = None
+    effects_exposure: pd.DataFrame | None = None
+    effects_compute: pd.DataFrame | None = None
+    effects_parts: pd.DataFrame | None = None
+    effects_far_context: pd.DataFrame | None = None
+    bases: pd.DataFrame | None = None
+    runs_every_base: pd.DataFrame | None = None
+    claims_paper: pd.DataFrame | None = None
+    claims_controls: pd.DataFrame | None = None
+    long: str = ""
+    long_nll: str = ""
+    columns: list[str] = field(default_factory=list)
+    compute: dict[str, Any] | None = None
+
+
+def analyse(setup: Setup) -> AblationsResult:
     """The runs of every configured item, their paired effects and claims, item by item; each
     distinct comparison is claimed once (``ablation.Claims``)."""
     pipe, cfg = setup.pipe, setup.settings
@@ -42,8 +68,7 @@ def analyse(setup: Setup) -> Result:
                                                "mean_entropy"]
     judged = [long, long_ppl]
     metrics = [*judged, *ablation.METRIC_COLUMNS, *ablation.far_columns(runs)]
-    result = Result(tables={"runs": runs}, notes={"long": long_ppl, "long_nll": long,
-                                                  "columns": columns})
+    result = AblationsResult(runs=runs, long=long_ppl, long_nll=long, columns=columns)
     ft = pipe.finetune  # CE + alpha SCE vs CE-only per method: Section 5's claims already
     out = ablation.Claims({(m, a) for m in ft.methods for a in ft.alphas if a > 0})
     items: dict[str, Any] = {
@@ -60,12 +85,12 @@ def analyse(setup: Setup) -> Result:
             result.claims.append(ablation.not_run(item))
             continue
         eff = ablation.effects(runs, pairs(cfg), cols)
-        result.tables[f"effects_{item}"] = eff
+        setattr(result, f"effects_{item}", eff)
         claims(out, eff, cfg, long)
     far = None
     if "exposure" in cfg.items:  # item 4's question per method, against the same-cost control
         far = ablation.effects(runs, ablation.far_context_pairs(cfg), ablation.far_columns(runs))
-        result.tables["effects_far_context"] = far
+        result.effects_far_context = far
         if len(far):
             ablation.far_context_claims(out, far, cfg)
     result.claims += [c.to_dict() for c in out.claims]
@@ -73,9 +98,8 @@ def analyse(setup: Setup) -> Result:
     if cfg.base_seeds:  # the core comparisons on every base model (no further claims)
         bases = ablation.base_effects(every, cfg, [c for c in dict.fromkeys(("nll_2x", long))
                                                    if c in every.columns])
-        result.tables["bases"] = bases
-        result.tables["runs_every_base"] = every
-    divergence = result.tables.get("effects_divergence")
+        result.bases, result.runs_every_base = bases, every
+    divergence = result.effects_divergence
     result.metrics = {"items": list(cfg.items), "runs": runs.to_dict(orient="records"),
                       "closing": ablation.closing_text(divergence, long),
                       "far_context": ablation.far_context_text(divergence, far),
@@ -87,8 +111,8 @@ def analyse(setup: Setup) -> Result:
             result.metrics[key] = ("**Premise not met** (the gates above): what follows is what "
                                    "the numbers would say on this testbed, not a verdict on the "
                                    "paper.\n\n" + result.metrics[key])
-    result.tables["claims_paper"] = _claims_of(result.claims, "paper")
-    result.tables["claims_controls"] = _claims_of(result.claims, "control")
+    result.claims_paper = _claims_of(result.claims, "paper")
+    result.claims_controls = _claims_of(result.claims, "control")
     return result
 
 
@@ -113,46 +137,47 @@ def _claims_of(claims: list[dict[str, Any]], kind: str) -> pd.DataFrame:
     return table[table["kind"] == kind].drop(columns=["section", "kind"])
 
 
-def counts(result: Result) -> str:
+def counts(result: AblationsResult) -> str:
     """The section's claims counted apart: the paper's by verdict, the controls by outcome."""
     from lsa.claims import claims_table, counts_sentence, verdict_counts
 
     return counts_sentence(*verdict_counts(claims_table(result.claims))) + "."
 
 
-def _compute_claims(setup: Setup, result: Result):
+def _compute_claims(setup: Setup, result: AblationsResult):
     """Item 5's claims, against the CE-only run nearest to equal counted work
-    (``ablation.equal_compute_steps``); the accounting goes into the result's notes."""
+    (``ablation.equal_compute_steps``); the accounting goes into the result (``compute``)."""
     def claims(out, eff, cfg, column):
         steps = setup.pipe.finetune.optim.steps
         accounting = ablation.equal_compute_steps(steps, setup.pipe.finetune.l_train)
-        result.notes["compute"] = accounting
+        result.compute = accounting
         ablation.compute_claims(out, eff, cfg, column, steps,
                                 accounting["equal forward and backward tokens"])
     return claims
 
 
-def effects(result: Result, item: str, columns: list[str] | None = None) -> pd.DataFrame | None:
+def effects(result: AblationsResult, item: str, columns: list[str] | None = None
+            ) -> pd.DataFrame | None:
     """Item ``item``'s paired effects (the rows of ``columns``), or None when not run."""
-    eff = result.tables.get(f"effects_{item}")
+    eff = getattr(result, f"effects_{item}")
     if eff is None or columns is None:
         return eff
     return eff[eff["column"].isin(columns)]
 
 
-def summary(setup: Setup, result: Result) -> pd.DataFrame:
+def summary(setup: Setup, result: AblationsResult) -> pd.DataFrame:
     """Item 1's runs: mean and spread by setting of every column."""
-    runs = result.tables["runs"]
+    runs = result.runs
     return ablation.summary(runs[runs["method"] == setup.settings.method],
-                            result.notes["columns"])
+                            result.columns)
 
 
-def divergence_effects(setup: Setup, result: Result) -> pd.DataFrame | None:
+def divergence_effects(setup: Setup, result: AblationsResult) -> pd.DataFrame | None:
     """Item 1's tidy table, what its figure plots: the paired change of the longest-window NLL
     per (``baseline``, ``divergence``, ``alpha``) with its 95 % t interval (``low``, ``high``;
     none with one seed), the same-cost control (CE on both windows) first; None when the item
     is not run."""
-    eff, long = result.tables.get("effects_divergence"), result.notes["long_nll"]
+    eff, long = result.effects_divergence, result.long_nll
     if eff is None:
         return None
     data = eff[eff["column"] == long].copy()
@@ -193,23 +218,23 @@ def alpha_axis(ax, alphas) -> None:
 def _pointplot(setup: Setup, result: Result, data: pd.DataFrame, x: str, hue: str, title: str,
                name: str, xlabel: str):
     fig, ax = plots.plt.subplots(figsize=(6, 3.6))
-    plots.sns.pointplot(data=data, x=x, y=result.notes["long"], hue=hue, errorbar="sd",
+    plots.sns.pointplot(data=data, x=x, y=result.long, hue=hue, errorbar="sd",
                         dodge=0.2 if data[hue].nunique() > 1 else False, ax=ax)
     ax.set(title=title, xlabel=xlabel,
-           ylabel=plots.column_label(result.notes["long"], setup.pipe.finetune.l_train))
+           ylabel=plots.column_label(result.long, setup.pipe.finetune.l_train))
     plots.axes_legend_outside(ax, hue.replace("_", " "))
     save_figure(setup, result, fig, name)
     return fig
 
 
-def figure_alpha_sweep(setup: Setup, result: Result):
+def figure_alpha_sweep(setup: Setup, result: AblationsResult):
     """Item 2 (Table 4): the longest-window perplexity against alpha, per method."""
-    cfg, runs = setup.settings, result.tables["runs"]
-    if "effects_alpha_sweep" not in result.tables:
+    cfg, runs = setup.settings, result.runs
+    if result.effects_alpha_sweep is None:
         return None
     sweep = runs[runs["method"].isin(cfg.sweep_methods) & runs["setting"].isin(
         ["CE"] + [f"SCE {a:g}" for a in cfg.sweep_alphas])]
-    long = result.notes["long"]
+    long = result.long
     fig, ax = plots.plt.subplots(figsize=(6, 3.6))
     for method, sub in sweep.groupby("method"):  # alpha as a number: its axis is to scale
         stats = sub.groupby("alpha")[long].agg(["mean", "std"]).reset_index()
@@ -223,10 +248,10 @@ def figure_alpha_sweep(setup: Setup, result: Result):
     return fig
 
 
-def figure_l_extra(setup: Setup, result: Result):
+def figure_l_extra(setup: Setup, result: AblationsResult):
     """Item 3 (Table 5): the longest-window perplexity by l_extra setting, per alpha."""
-    cfg, runs = setup.settings, result.tables["runs"]
-    if "effects_l_extra" not in result.tables:
+    cfg, runs = setup.settings, result.runs
+    if result.effects_l_extra is None:
         return None
     arms = {f"{d} {a:g}" for d, a in ablation.l_extra_arms(cfg)}
     lx = runs[(runs["method"] == cfg.method) & (runs["alpha"] > 0) & (runs["ce_on"] == "a")
@@ -238,20 +263,20 @@ def figure_l_extra(setup: Setup, result: Result):
                       "fig_ablation_l_extra", "l_extra setting (range of the tokens cut)")
 
 
-def best_of_item1(result: Result) -> str | None:
+def best_of_item1(result: AblationsResult) -> str | None:
     """Item 1's lowest longest-window perplexity, beside item 3's fixed alphas."""
-    eff, long = result.tables.get("effects_divergence"), result.notes["long_nll"]
-    if eff is None or "effects_l_extra" not in result.tables:
+    eff, long = result.effects_divergence, result.long_nll
+    if eff is None or result.effects_l_extra is None:
         return None
     best = eff[(eff["column"] == long) & (eff["baseline"].str.endswith(" CE"))].sort_values(
         "delta").iloc[0]
     return f"item 1's lowest {long}: {best.setting} (paired change {best.delta:+.3g})"
 
 
-def figure_exposure(setup: Setup, result: Result):
+def figure_exposure(setup: Setup, result: AblationsResult):
     """Item 4: perplexity by window for CE, CE on both windows and SCE."""
-    cfg, runs = setup.settings, result.tables["runs"]
-    if "effects_exposure" not in result.tables:
+    cfg, runs = setup.settings, result.runs
+    if result.effects_exposure is None:
         return None
     keep = ["CE", "CE (both windows)", f"SCE {cfg.alpha:g}"]
     ex = runs[(runs["method"] == cfg.method) & runs["setting"].isin(keep)]
@@ -270,9 +295,9 @@ def figure_exposure(setup: Setup, result: Result):
     return fig
 
 
-def compute_text(setup: Setup, result: Result) -> str | None:
+def compute_text(setup: Setup, result: AblationsResult) -> str | None:
     """Item 5's accounting: CE-only steps of equal cost, by what is counted."""
-    accounting = result.notes.get("compute")
+    accounting = result.compute
     if accounting is None:
         return None
     steps = setup.pipe.finetune.optim.steps
@@ -284,18 +309,18 @@ def compute_text(setup: Setup, result: Result) -> str | None:
         "that also runs both windows. Measured times: `python -m lsa bench misalign` (README)."])
 
 
-def figure_parts(setup: Setup, result: Result):
+def figure_parts(setup: Setup, result: AblationsResult):
     """Item 6: each part alone, raw fine-tuning to both."""
-    cfg, runs = setup.settings, result.tables["runs"]
-    if "effects_parts" not in result.tables:
+    cfg, runs = setup.settings, result.runs
+    if result.effects_parts is None:
         return None
     reg = f"SCE {cfg.alpha:g}"
     parts = runs[runs["method"].isin(["none", cfg.method]) & runs["setting"].isin(["CE", reg])]
     fig, ax = plots.plt.subplots(figsize=(5, 3.4))
-    plots.sns.barplot(data=parts, x="method", y=result.notes["long"], hue="setting",
+    plots.sns.barplot(data=parts, x="method", y=result.long, hue="setting",
                       errorbar="sd", ax=ax)
     ax.set(title="each part alone (mean and sd over seeds)", xlabel="method",
-           ylabel=plots.column_label(result.notes["long"], setup.pipe.finetune.l_train))
+           ylabel=plots.column_label(result.long, setup.pipe.finetune.l_train))
     plots.axes_legend_outside(ax, "setting")
     save_figure(setup, result, fig, "fig_ablation_parts")
     return fig

@@ -7,6 +7,8 @@ package); correlations: ``lsa.stats``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pandas as pd
 
 from lsa import plots, stats
@@ -16,9 +18,6 @@ from lsa.sections import Result, save_figure, with_premise
 from lsa.sections.correlation import table1 as population
 from lsa.stats import p_text
 
-TABLES = ["population", "composition", "units_primary", "table1", "table1_views",
-          "comparisons", "audit_parts", "audit_partial", "audit_top1", "audit_leave_one_out",
-          "audit_influence", "decomposition", "within_method"]
 #: the columns population.csv starts with (one row per model); every predictor and score follow
 POPULATION_FIRST = ["model", "unit", "kind", "trained_on", "excluded", "group", "method",
                     "setting", "alpha", "seed"]
@@ -31,7 +30,29 @@ def _paper_r(row) -> float | None:
     return paper(key).value if key else None
 
 
-def analyse(setup: Setup) -> Result:
+@dataclass
+class CorrelationResult(Result):
+    """Section 4.1's tables: every model measured (``population``), the primary units, Table 1
+    and its views, the comparisons, the five audits, the decomposition, within-method
+    correlations; ``scores``: the long-context scores measured."""
+
+    population: pd.DataFrame | None = None
+    composition: pd.DataFrame | None = None
+    units_primary: pd.DataFrame | None = None
+    table1: pd.DataFrame | None = None
+    table1_views: pd.DataFrame | None = None
+    comparisons: pd.DataFrame | None = None
+    audit_parts: pd.DataFrame | None = None
+    audit_partial: pd.DataFrame | None = None
+    audit_top1: pd.DataFrame | None = None
+    audit_leave_one_out: pd.DataFrame | None = None
+    audit_influence: pd.DataFrame | None = None
+    decomposition: pd.DataFrame | None = None
+    within_method: pd.DataFrame | None = None
+    scores: list[str] = field(default_factory=list)
+
+
+def analyse(setup: Setup) -> CorrelationResult:
     """Table 1 on the primary population (units), the secondary views, the audits and the
     claims; ``population.csv``: one row per model."""
     pipe, cfg, seed = setup.pipe, setup.settings, setup.seed
@@ -73,27 +94,26 @@ def analyse(setup: Setup) -> Result:
     ordered = table[[c for c in POPULATION_FIRST if c in table]
                     + [c for c in table.columns if c not in POPULATION_FIRST]] \
         if len(table) else table
-    tables = dict(zip(TABLES, [ordered, population.composition(table), primary, rows, by_view,
-                               comp, parts, partial, top1, loo, influence,
-                               population.decomposition(pipe, primary),
-                               population.within_method(primary, main)]))
     excluded = sorted(table.loc[table["excluded"], "model"]) if len(table) else []
-    return with_premise(setup, Result(
-        tables=tables, claims=claims,
+    return with_premise(setup, CorrelationResult(
+        population=ordered, composition=population.composition(table), units_primary=primary,
+        table1=rows, table1_views=by_view, comparisons=comp, audit_parts=parts,
+        audit_partial=partial, audit_top1=top1, audit_leave_one_out=loo,
+        audit_influence=influence, decomposition=population.decomposition(pipe, primary),
+        within_method=population.within_method(primary, main), scores=scores, claims=claims,
         metrics={"models": len(table), "units_primary": len(primary), "main_score": main,
                  "excluded": excluded, "table1": rows.to_dict(orient="records"),
                  "views": by_view.to_dict(orient="records"),
                  "comparisons": comp.to_dict(orient="records"), "ranking_l2_sce": ranking,
                  "noise": population.noise_text(primary),
-                 "narrative": population.narrative(primary, pd.concat([rows, parts]), main)},
-        notes={"scores": scores}))
+                 "narrative": population.narrative(primary, pd.concat([rows, parts]), main)}))
 
 
-def describe(setup: Setup, result: Result) -> str:
-    m, n = result.metrics, result.notes
+def describe(setup: Setup, result: CorrelationResult) -> str:
+    m = result.metrics
     excluded = ", ".join(m["excluded"]) or "none"
     return (f"{m['models']} models, {m['units_primary']} units in the primary population; "
-            f"scores {n['scores']}; main score {m['main_score']} (NLL beyond the training "
+            f"scores {result.scores}; main score {m['main_score']} (NLL beyond the training "
             f"window, longest multiple); excluded by the rule: {excluded}")
 
 
@@ -106,25 +126,25 @@ def score_label(score: str, l_train: int) -> str:
 PREDICTORS = ("misalignment", "train_loss")  # Table 1's two predictors
 
 
-def score_against_predictors(setup: Setup, result: Result) -> pd.DataFrame:
+def score_against_predictors(setup: Setup, result: CorrelationResult) -> pd.DataFrame:
     """Table 1's tidy table, what its figure plots: one row per (primary unit, predictor) with
     the unit's ``kind``, the predictor's ``value`` and the main score (its own column,
     ``result.metrics["main_score"]``)."""
-    table, main = result.tables["units_primary"], result.metrics["main_score"]
+    table, main = result.units_primary, result.metrics["main_score"]
     long = table.melt(id_vars=["unit", "kind"], value_vars=list(PREDICTORS),
                       var_name="predictor", value_name="value")
     return long.merge(table[["unit", main]], on="unit")
 
 
-def predictor_title(result: Result, predictor: str) -> str:
+def predictor_title(result: CorrelationResult, predictor: str) -> str:
     """A Table 1 panel's title: the predictor and its Pearson r with the main score."""
-    row = population.pearson(result.tables["table1"], predictor, result.metrics["main_score"])
+    row = population.pearson(result.table1, predictor, result.metrics["main_score"])
     return predictor if row is None else f"{predictor}\nPearson r = {population.r_text(row)}"
 
 
-def figure_parts(setup: Setup, result: Result):
+def figure_parts(setup: Setup, result: CorrelationResult):
     """Audit 1: the score against the metric's parts (alignment, sharpness) and the loss."""
-    table, main = result.tables["units_primary"], result.metrics["main_score"]
+    table, main = result.units_primary, result.metrics["main_score"]
     fig, axes = plots.plt.subplots(1, 3, figsize=(11, 3.4), sharey=True)
     for ax, pred in zip(axes, ["jeffreys", "entropy", "train_loss"]):
         plots.sns.scatterplot(data=table, x=pred, y=main, hue="kind", ax=ax,
@@ -137,10 +157,10 @@ def figure_parts(setup: Setup, result: Result):
     return fig
 
 
-def figure_l2_sce(setup: Setup, result: Result):
+def figure_l2_sce(setup: Setup, result: CorrelationResult):
     """Audit 3: the theory's L2 distance against SCE."""
     fig, ax = plots.plt.subplots(figsize=(4.5, 3.4))
-    plots.sns.scatterplot(data=result.tables["units_primary"], x="l2", y="misalignment",
+    plots.sns.scatterplot(data=result.units_primary, x="l2", y="misalignment",
                           hue="kind", ax=ax)
     ax.set(xlabel="L2 distance ||p - q||", ylabel="SCE (L_misalign, nats)")
     plots.axes_legend_outside(ax, "model")
@@ -148,10 +168,10 @@ def figure_l2_sce(setup: Setup, result: Result):
     return fig
 
 
-def figure_influence(setup: Setup, result: Result):
+def figure_influence(setup: Setup, result: CorrelationResult):
     """Audit 5: T1.1's r and T1.4's signed difference with each unit left out in turn, against
     the fit on every unit (None without the table)."""
-    table = result.tables["audit_influence"]
+    table = result.audit_influence
     if not len(table):
         return None
     stats_ = list(dict.fromkeys(table["statistic"]))
@@ -173,9 +193,9 @@ def figure_influence(setup: Setup, result: Result):
     return fig
 
 
-def figure_top1(setup: Setup, result: Result):
+def figure_top1(setup: Setup, result: CorrelationResult):
     """Audit 4: how often cutting the context changes the top-1 token (None without data)."""
-    top1 = result.tables["audit_top1"]
+    top1 = result.audit_top1
     if not len(top1):
         return None
     fig, ax = plots.plt.subplots(figsize=(6, 3.4))

@@ -5,6 +5,8 @@ main figure's tidy table: ``ppl_by_window`` (the notebook plots it)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from lsa import plots, runtable
@@ -21,7 +23,19 @@ def describe(setup: Setup) -> str:
             f"{ft.optim.steps} steps each")
 
 
-def analyse(setup: Setup) -> Result:
+@dataclass
+class FinetuningResult(Result):
+    """Sections 5.1-5.2's tables: the runs, perplexity by method and window, the regularizer's
+    paired effect, the paper's rows beside ours, LongBench-E."""
+
+    runs: pd.DataFrame | None = None
+    table_ppl: pd.DataFrame | None = None
+    effect_ppl_long: pd.DataFrame | None = None
+    paper_beside: pd.DataFrame | None = None
+    table23_longbench: pd.DataFrame | None = None
+
+
+def analyse(setup: Setup) -> FinetuningResult:
     alpha = setup.settings.alpha
     setup.ensure_runs()
     runs = runtable.collect_runs(setup.pipe)
@@ -29,21 +43,20 @@ def analyse(setup: Setup) -> Result:
                                                         "misalignment", "misalignment_all"])
     effects = ft_tables.paired_effect(runs, "ppl_long", alpha)
     longbench = ft_tables.longbench_table(ft_tables.collect_longbench(setup.pipe), alpha)
-    return with_premise(setup, Result(
-        tables={"runs": runs, "table_ppl": table, "effect_ppl_long": effects,
-                "paper_beside": ft_tables.paper_table(runs, alpha),
-                "table23_longbench": longbench},
+    return with_premise(setup, FinetuningResult(
+        runs=runs, table_ppl=table, effect_ppl_long=effects,
+        paper_beside=ft_tables.paper_table(runs, alpha), table23_longbench=longbench,
         claims=ft_tables.extension_claims(runs, alpha),
         metrics={"runs": runs.to_dict(orient="records"),
                  "effects": effects.to_dict(orient="records"),
                  "longbench": longbench.to_dict(orient="records")}))
 
 
-def ppl_by_window(setup: Setup, result: Result) -> pd.DataFrame:
+def ppl_by_window(setup: Setup, result: FinetuningResult) -> pd.DataFrame:
     """Table 2's tidy table, what its figure plots: one row per run and window (``method``,
     ``loss``, ``seed``, ``window``: its multiple of ``l_train`` and tokens, an ordered
     category; ``perplexity``)."""
-    runs, l_train = result.tables["runs"], setup.pipe.finetune.l_train
+    runs, l_train = result.runs, setup.pipe.finetune.l_train
     columns = runtable.window_columns(runs)
     ticks = dict(zip(columns, plots.window_ticks(columns, l_train)))
     long = runs.melt(id_vars=["method", "loss", "seed"], value_vars=columns,
@@ -53,7 +66,7 @@ def ppl_by_window(setup: Setup, result: Result) -> pd.DataFrame:
     return long
 
 
-def figure_training_curves(setup: Setup, result: Result):
+def figure_training_curves(setup: Setup, result: FinetuningResult):
     log = runtable.curves(setup.pipe)
     value_vars = [c for c in ("ce", "misalign") if c in log.columns]
     curve = log.melt(id_vars=["method", "loss", "seed", "step"], value_vars=value_vars,
@@ -72,9 +85,9 @@ def figure_training_curves(setup: Setup, result: Result):
     return g.figure
 
 
-def figure_misalignment(setup: Setup, result: Result):
+def figure_misalignment(setup: Setup, result: FinetuningResult):
     fig, ax = plots.plt.subplots(figsize=(6, 3.2))
-    plots.sns.barplot(data=result.tables["runs"], x="method", y="misalignment", hue="loss",
+    plots.sns.barplot(data=result.runs, x="method", y="misalignment", hue="loss",
                       errorbar="sd", ax=ax)
     ax.set(ylabel="L_misalign (SCE, nats;\nboth contexts >= l/2)",
            title="long-short misalignment of the final models")

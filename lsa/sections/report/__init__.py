@@ -4,6 +4,7 @@ section's run. The paper's values and the claim table: ``lsa.claims``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +22,17 @@ from lsa.notebook import Setup
 from lsa.sections import Result
 
 
-def analyse(setup: Setup) -> Result:
+@dataclass
+class ReportResult(Result):
+    """The report's tables: every found section's claims (saved as ``claims``), their
+    provenance, the verdicts per fine-tuning method; the gates as the sections saw them."""
+
+    claims_table: pd.DataFrame | None = field(default=None, metadata={"saved_as": "claims"})
+    provenance: pd.DataFrame | None = None
+    verdicts_by_method: pd.DataFrame | None = None
+
+
+def analyse(setup: Setup) -> ReportResult:
     """The claims of the sections that have results (``settings.sections``), their counts by
     verdict, their figures and their provenance; the report makes no claim of its own."""
     profile, wanted = setup.profile, setup.settings.sections
@@ -39,31 +50,31 @@ def analyse(setup: Setup) -> Result:
                      "torch": info["packages"].get("torch"),
                      "transformers": info["packages"].get("transformers"),
                      "device": info["device"].get("platform")})
-    return Result(tables={"gates": gates.gates_table(found_gates), "claims": table,
-                          "provenance": pd.DataFrame(rows),
-                          "verdicts_by_method": verdicts_by_method(table)},
-                  metrics={"sections_found": found, "sections_missing": missing,
-                           "verdicts": counts, "control_outcomes": control_counts,
-                           "gates": [g.to_dict() for g in found_gates]})
+    return ReportResult(gates=gates.gates_table(found_gates), claims_table=table,
+                        provenance=pd.DataFrame(rows),
+                        verdicts_by_method=verdicts_by_method(table),
+                        metrics={"sections_found": found, "sections_missing": missing,
+                                 "verdicts": counts, "control_outcomes": control_counts,
+                                 "gates": [g.to_dict() for g in found_gates]})
 
 
-def claims_by_kind(result: Result) -> list[tuple[str, pd.DataFrame]]:
+def claims_by_kind(result: ReportResult) -> list[tuple[str, pd.DataFrame]]:
     """The claims table as two tables: the paper's claims, then the project's controls."""
-    return by_kind(result.tables["claims"])
+    return by_kind(result.claims_table)
 
 
-def counts_text(result: Result) -> str:
+def counts_text(result: ReportResult) -> str:
     """The paper's claims by verdict, then the project's controls by outcome, counted apart;
     then the claims about each fine-tuning method by verdict (each rests on its own G3)."""
     text = counts_sentence(result.metrics["verdicts"], result.metrics["control_outcomes"])
-    by_method = result.tables.get("verdicts_by_method")
+    by_method = result.verdicts_by_method
     if by_method is not None and len(by_method):
         text += ("\n\nThe paper's claims about each fine-tuning method, by verdict (a method's "
                  "claims rest on G1, G2 and its own G3):\n\n" + by_method.to_markdown(index=False))
     return text
 
 
-def gallery(setup: Setup, result: Result) -> list[tuple[str, str, Path]]:
+def gallery(setup: Setup, result: ReportResult) -> list[tuple[str, str, Path]]:
     """(section, figure name, PNG) of every figure the found sections saved."""
     out = []
     for s in result.metrics["sections_found"]:
@@ -72,7 +83,7 @@ def gallery(setup: Setup, result: Result) -> list[tuple[str, str, Path]]:
     return out
 
 
-def describe(setup: Setup, result: Result) -> str:
+def describe(setup: Setup, result: ReportResult) -> str:
     m = result.metrics
     return (f"profile {setup.profile}: sections with results: {m['sections_found']}; not run "
             f"yet: {m['sections_missing']}")

@@ -4,6 +4,8 @@ reparameterization (OutRep). The models and tasks: ``lsa.sections.synthetic.stud
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from lsa import plots
@@ -26,20 +28,28 @@ def examples(setup: Setup) -> list[str]:
     return lines
 
 
-def analyse(setup: Setup) -> Result:
+@dataclass
+class SyntheticResult(Result):
+    """Section 3's tables: the test loss of every run at every length, and its summary."""
+
+    per_length: pd.DataFrame | None = None
+    summary: pd.DataFrame | None = None
+
+
+def analyse(setup: Setup) -> SyntheticResult:
     """Train every (task, encoding, transform, seed) and test it at every length."""
     cfg = setup.settings
     per_length = synthetic.run_grid(cfg)
     summary = synthetic.summarize(per_length, cfg)
-    return Result(tables={"per_length": per_length, "summary": summary},
-                  claims=synthetic.claims(per_length, cfg),
-                  metrics={"summary": summary.to_dict(orient="records")})
+    return SyntheticResult(per_length=per_length, summary=summary,
+                           claims=synthetic.claims(per_length, cfg),
+                           metrics={"summary": summary.to_dict(orient="records")})
 
 
-def loss_by_length(setup: Setup, result: Result) -> pd.DataFrame:
+def loss_by_length(setup: Setup, result: SyntheticResult) -> pd.DataFrame:
     """Figure 1's tidy table, what its figure plots: the identity-output runs, one row per
     (task, encoding, seed, length) with its test ``mse``, in the configured task order."""
-    per_length = result.tables["per_length"]
+    per_length = result.per_length
     ident = per_length[per_length["transform"] == "identity"].copy()
     ident["task"] = pd.Categorical(ident["task"].str.replace("_", " "), ordered=True,
                                    categories=[t.replace("_", " ") for t in setup.settings.tasks])
@@ -51,9 +61,9 @@ def train_span(setup: Setup) -> tuple[float, float]:
     return setup.settings.train_min_len - 0.5, setup.settings.train_max_len + 0.5
 
 
-def figure_outrep(setup: Setup, result: Result):
+def figure_outrep(setup: Setup, result: SyntheticResult):
     """Figure 1 (c): OutRep transforms against the identity."""
-    cfg, per_length = setup.settings, result.tables["per_length"]
+    cfg, per_length = setup.settings, result.per_length
     outrep = per_length[per_length["task"].isin(cfg.outrep_tasks)
                         & per_length["encoding"].isin(cfg.outrep_encodings)]
     cells = [(t, e) for t in cfg.outrep_tasks for e in cfg.outrep_encodings]
