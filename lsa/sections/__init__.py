@@ -1,9 +1,11 @@
-"""The paper's sections, one module each: what a section notebook computes, so that the notebook
+"""The paper's sections, one package each: what a section notebook computes, so that the notebook
 itself only opens its setup, narrates, shows and plots.
 
-Each module has ``analyse(setup) -> Result`` (its tables, claims and the entries of its
-``metrics.json``) and one function per figure (``figure_*(setup, result)``: draws it, saves it
-as PNG and PDF under ``figures/<profile>/`` and records its name in the result). Its settings
+Each package has ``analyse(setup)``, which returns its typed result (a ``Result`` subclass: its
+tables, claims and the entries of its ``metrics.json``), one function per figure
+(``figure_*(setup, result)``: draws it, saves it as PNG and PDF under ``figures/<profile>/`` and
+records its name in the result) and the tidy table of the main figure, which the notebook draws
+itself (``save_figure``). Its settings
 are a part of the configuration (``lsa.config``; ``python -m lsa config --fields``), the runs it
 reads are planned by ``lsa.runs``, its verdicts come from ``lsa.stats``.
 
