@@ -53,7 +53,19 @@ def loss_vs_length(ax, data, hue: str, train_range: tuple[int, int], title: str,
         ax.get_legend().remove()
 
 
-__all__ += ["loss_vs_length"]
+def interval_lines(data, x: str, y: str, low: str, high: str, hue: str, ax=None,
+                   **_grid) -> None:
+    """``y`` per ``hue`` group of ``data`` against ``x``, its interval ``[low, high]`` (computed
+    beforehand: a t or Wilson interval seaborn cannot draw) as error bars; a
+    ``FacetGrid.map_dataframe`` function (the grid's ``color`` and ``label`` are left to the
+    groups)."""
+    ax = ax or plt.gca()
+    for name, sub in data.groupby(hue, sort=False):
+        ax.errorbar(sub[x], sub[y], yerr=[sub[y] - sub[low], sub[high] - sub[y]], marker="o",
+                    capsize=3, label=str(name))
+
+
+__all__ += ["loss_vs_length", "interval_lines"]
 
 
 # --- labels: what a column measures, in words, with its window in tokens ----------------------

@@ -190,16 +190,6 @@ def divergence_effects(setup: Setup, result: AblationsResult) -> pd.DataFrame | 
     return data.sort_values(["baseline", "divergence", "alpha"])
 
 
-def with_intervals(data: pd.DataFrame, x: str, y: str, hue: str, ax=None, **style) -> None:
-    """``y`` per ``hue`` group of ``data`` against ``x`` with its interval (``low``, ``high``)
-    as error bars, and the 0 line; a ``FacetGrid.map_dataframe`` function."""
-    ax = ax or plots.plt.gca()
-    for name, sub in data.groupby(hue, sort=False):
-        ax.errorbar(sub[x], sub[y], yerr=[sub[y] - sub["low"], sub["high"] - sub[y]],
-                    marker="o", capsize=3, label=str(name))
-    ax.axhline(0, color="grey", lw=0.8)
-
-
 def alpha_axis(ax, alphas) -> None:
     """alpha on a log axis, symmetric-log (linear below the smallest positive alpha) when alpha
     0 is shown: a sweep spans orders of magnitude, and its claim lives at the small ones."""

@@ -55,18 +55,6 @@ def describe_sources(result: BabilongResult) -> str:
     return "\n".join(lines + ["answers scored with: " + ", ".join(result.metrics["scorer"])])
 
 
-def with_intervals(data: pd.DataFrame, x: str, hue: str, ax=None, **style) -> None:
-    """Accuracy per ``hue`` group of ``data`` against ``x``, with the Wilson intervals as error
-    bars (``ci_low``, ``ci_high``); a ``FacetGrid.map_dataframe`` function (its ``color`` and
-    ``label`` are left to the groups)."""
-    ax = ax or plots.plt.gca()
-    style = {k: v for k, v in style.items() if k not in ("color", "label")}
-    for name, sub in data.groupby(hue, sort=False):
-        ax.errorbar(sub[x], sub["accuracy"], yerr=[sub["accuracy"] - sub["ci_low"],
-                    sub["ci_high"] - sub["accuracy"]], marker="o", capsize=3, label=str(name),
-                    **style)
-
-
 def accuracy_by_length(setup: Setup, result: BabilongResult) -> pd.DataFrame:
     """Table 6's tidy table, what its figure plots: accuracy with its Wilson interval by input
     length, ``panel`` "all tasks" (Table 6) and "by task", ``curve`` the plotted line (task,
@@ -83,8 +71,8 @@ def figure_by_depth(setup: Setup, result: BabilongResult):
     """Table 7 as a figure: QA1 accuracy by the depth of its facts."""
     by_depth = result.table7_qa1_by_depth
     fig, ax = plots.plt.subplots(figsize=(5.5, 3.6))
-    with_intervals(by_depth.assign(curve=bl_tables.curve_label(by_depth)), "depth", "curve",
-                   ax=ax)
+    plots.interval_lines(by_depth.assign(curve=bl_tables.curve_label(by_depth)), "depth",
+                         "accuracy", "ci_low", "ci_high", "curve", ax=ax)
     ax.set(xlabel="depth of the facts (fraction of the context)", ylabel="accuracy (%)",
            title=bl_tables.babilong_axes(setup.pipe)["depth_title"])
     plots.axes_legend_outside(ax, "curve")
