@@ -476,13 +476,23 @@ def _complete(table, columns: tuple[str, ...]) -> np.ndarray:
     return cols
 
 
+def _difference(method: Method, direction: int):
+    """``compare_predictors``' statistic of the columns ``(a, b, score)``: ``direction *
+    (r(a, score) - r(b, score))``."""
+    corr = _corr(method)
+
+    def diff(xa, xb, y):
+        return direction * (corr(xa, y) - corr(xb, y))
+
+    return diff
+
+
 def predictor_difference(table, a: str, b: str, score: str, method: Method = "pearson",
                          direction: int = -1) -> float:
-    """``compare_predictors``' difference alone, ``direction * (r(a) - r(b))`` over the rows
-    complete in all three columns, without its bootstrap."""
+    """``compare_predictors``' difference alone over the rows complete in all three columns,
+    without its bootstrap."""
     cols = _complete(table, (a, b, score))
-    corr = _corr(method)
-    return direction * (corr(cols[:, 0], cols[:, 2]) - corr(cols[:, 1], cols[:, 2]))
+    return _difference(method, direction)(cols[:, 0], cols[:, 1], cols[:, 2])
 
 
 def compare_predictors(table, a: str, b: str, score: str, method: Method = "pearson", *,
@@ -493,12 +503,8 @@ def compare_predictors(table, a: str, b: str, score: str, method: Method = "pear
     (resampling the table's rows: its units) of ``direction * (r(a) - r(b))``, signed: a
     predictor pointing the wrong way gets no credit for its size."""
     cols = _complete(table, (a, b, score))
-    corr = _corr(method)
-
-    def diff(xa, xb, y):
-        return direction * (corr(xa, y) - corr(xb, y))
-
-    value = predictor_difference(table, a, b, score, method, direction)
+    corr, diff = _corr(method), _difference(method, direction)
+    value = diff(cols[:, 0], cols[:, 1], cols[:, 2])
     low, high = _bootstrap_ci(diff, (cols[:, 0], cols[:, 1], cols[:, 2]), n_resamples, seed,
                               confidence)
     return Comparison(a, b, score, method, value, low, high, len(cols),
