@@ -109,6 +109,35 @@ def test_copy_probes_repeat_a_far_span_and_the_control_removes_it():
         copy_probes(stream, 30, 2, 16, seed=0)
 
 
+def test_copy_probes_score_the_same_logits_with_the_head_on_the_span_alone():
+    """``logits_to_keep`` (the output head on the scored positions only) gives the NLL and the
+    retrieval of the full logits, for a Llama and for it under a peft LoRA wrapper."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lsa.evaluate import longrange
+
+    torch.manual_seed(0)
+    llama = LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2,
+                                         num_attention_heads=2, intermediate_size=64,
+                                         max_position_embeddings=512)).eval()
+    lora = get_peft_model(LlamaForCausalLM(llama.config).eval(),
+                          LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    probes = copy_probes(distinct_stream(), 256, 5, 16, seed=1)
+    for model in (llama, lora):
+        assert longrange.keeps_logits(model)
+        kept = longrange._span_nll(model, probes.copy, probes.scored)
+        with torch.no_grad():
+            full = model(input_ids=probes.copy, use_cache=False).logits[
+                :, probes.scored.start - 1:probes.scored.stop - 1]
+        target = probes.copy[:, probes.scored]
+        nll = torch.nn.functional.cross_entropy(full.transpose(1, 2), target,
+                                                reduction="none").mean(dim=1)
+        assert kept[0] == pytest.approx(nll.tolist(), rel=1e-5)
+        assert kept[1] == (full.argmax(-1) == target).all(dim=1).tolist()
+    assert not longrange.keeps_logits(InductionOracle(reach=10))
+
+
 def test_copy_retrieval_sees_what_an_oracle_with_a_limited_reach_sees():
     stream = distinct_stream()
     uniform = math.log(V)

@@ -11,6 +11,8 @@ measured on the same probes can be compared pairwise.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.nn.functional as F
 
@@ -21,15 +23,27 @@ from lsa.summary import mean_se
 TOKENS_PER_BATCH = 8192
 
 
+def keeps_logits(model) -> bool:
+    """Whether ``model`` (or the model under a peft wrapper) takes transformers'
+    ``logits_to_keep``: the output head then runs on the scored positions only."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(base.forward).parameters
+
+
 @torch.no_grad()
 def _span_nll(model, windows: torch.Tensor, scored: slice) -> tuple[list[float], list[bool]]:
     device = next(model.parameters()).device
     batch_size = max(1, TOKENS_PER_BATCH // windows.shape[1])
+    # the positions whose next-token logits score the span: the head (a vocabulary-wide matmul
+    # and its softmax) runs on them alone where the model allows it; the same logits, cheaper
+    positions = slice(scored.start - 1, scored.stop - 1)
+    keep = ({"logits_to_keep": torch.arange(positions.start, positions.stop, device=device)}
+            if keeps_logits(model) else {})
     nll, exact = [], []
     for start in range(0, len(windows), batch_size):
         x = windows[start:start + batch_size].to(device)
-        logits = model(input_ids=x, use_cache=False).logits[
-            :, scored.start - 1:scored.stop - 1].float()
+        logits = model(input_ids=x, use_cache=False, **keep).logits
+        logits = (logits if keep else logits[:, positions]).float()
         target = x[:, scored]
         token_nll = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")
         nll.extend(token_nll.mean(dim=1).tolist())
