@@ -171,7 +171,7 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     ``stamp.json``, ``gates.json`` where the run had gates): the premise gates, the counts by
     verdict (the paper's claims apart from the project's controls), every claim with the
     paper's value, ours and the verdict, and, given the ``claims.csv`` of the snapshot it
-    replaces, what moved (verdicts that changed, claims added or gone)."""
+    replaces, what moved (verdicts that changed, claims added, gone or redefined)."""
     import pandas as pd
 
     from lsa.claims import (
@@ -210,11 +210,16 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     else:
         old = pd.read_csv(previous_claims).set_index("id")
         new = claims.set_index("id")
-        changed = [(i, old.loc[i, "verdict"], new.loc[i, "verdict"]) for i in new.index
-                   if i in old.index and old.loc[i, "verdict"] != new.loc[i, "verdict"]]
+        # an id names a slot (Section 5.3 numbers the comparisons a profile runs): where its
+        # claim text changed, it is another comparison, listed apart and not compared
+        redefined = [i for i in new.index if i in old.index and "claim" in old
+                     and old.loc[i, "claim"] != new.loc[i, "claim"]]
+        same = [i for i in new.index if i in old.index and i not in redefined]
+        changed = [(i, old.loc[i, "verdict"], new.loc[i, "verdict"]) for i in same
+                   if old.loc[i, "verdict"] != new.loc[i, "verdict"]]
         old_kind = old["kind"] if "kind" in old else pd.Series("paper", index=old.index)
-        kinds = [(i, old_kind[i], new.loc[i, "kind"]) for i in new.index
-                 if i in old.index and old_kind[i] != new.loc[i, "kind"]]
+        kinds = [(i, old_kind[i], new.loc[i, "kind"]) for i in same
+                 if old_kind[i] != new.loc[i, "kind"]]
         added = [i for i in new.index if i not in old.index]
         gone = [i for i in old.index if i not in new.index]
         out += [f"- verdicts changed ({len(changed)}): "
@@ -222,7 +227,9 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
                 f"- kinds changed ({len(kinds)}): "
                 + (", ".join(f"{i} {a} -> {b}" for i, a, b in kinds) or "none"),
                 f"- claims added ({len(added)}): " + (", ".join(added) or "none"),
-                f"- claims gone ({len(gone)}): " + (", ".join(gone) or "none"), ""]
+                f"- claims gone ({len(gone)}): " + (", ".join(gone) or "none"),
+                f"- claims redefined ({len(redefined)}; the same id, another claim, verdicts "
+                "not compared): " + (", ".join(redefined) or "none"), ""]
     for title, rows in by_kind(claims):  # the paper's claims, then the project's controls
         out += [f"## {title}", ""]
         for section, sub in rows.groupby("section", sort=False):

@@ -98,7 +98,8 @@ def _fake_outputs(profile):
     files.atomic_write_text(report / "claims.csv",
                             "id,section,kind,claim,paper,grade,ours,verdict,evidence\n"
                             "T1.1,Sec. 4.1,paper,c,p,A,o,agrees,e\n"
-                            "A1.1,Sec. 5.3,control,d,-,?,o,helps,e\n")
+                            "A1.1,Sec. 5.3,control,d,-,?,o,helps,e\n"
+                            "A1.2,Sec. 5.3,control,f,-,?,o,helps,e\n")
     files.write_json(report / "run_info.json", {"git_commit": "abc123"})
     files.write_json(report / "metrics.json", {"gates": [
         {"gate": "G1", "question": "q", "value": 1.0, "low": 0.8, "high": 1.2,
@@ -147,7 +148,8 @@ def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_
     (dest / "claims.csv").write_text("id,section,kind,claim,paper,grade,ours,verdict,evidence\n"
                                      "T1.1,Sec. 4.1,paper,c,p,A,o,disagrees,e\n"
                                      "A1.1,Sec. 5.3,paper,d,-,?,o,agrees,e\n"
-                                     "T1.9,Sec. 4.1,paper,c,p,A,o,agrees,e\n")
+                                     "T1.9,Sec. 4.1,paper,c,p,A,o,agrees,e\n"
+                                     "A1.2,Sec. 5.3,paper,e,-,?,o,agrees,e\n")
     publish.publish("smoke", dest=dest)
     assert sorted(p.name for p in dest.iterdir()) == [
         "RESULTS.md", "STAMP.md", "claims.csv", "claims.md", "figures", "gates.json",
@@ -155,13 +157,16 @@ def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_
     results = (dest / "RESULTS.md").read_text()
     assert re.search(r"\| G1 +\| q +\| 1 \[0\.8, 1\.2\] +\| >= 0\.5 +\| pass +\|", results)
     assert ("**1 claims of the paper**: 1 agrees, 0 disagrees, 0 smaller than the paper's effect,"
-            " 0 underpowered, 0 inconclusive, 0 premise not met, 0 not run; **1 of the project's"
+            " 0 underpowered, 0 inconclusive, 0 premise not met, 0 not run; **2 of the project's"
             " controls and audits** (not verdicts on the paper):"
-            " 1 helps") in results
+            " 2 helps") in results
     # what moved: against the claims.csv of the snapshot it replaced
     assert "verdicts changed (2): T1.1 disagrees -> agrees, A1.1 agrees -> helps" in results
     assert "kinds changed (1): A1.1 paper -> control" in results
     assert "claims added (0): none" in results and "claims gone (1): T1.9" in results
+    # an id whose claim text changed names another comparison: listed apart, not compared
+    assert "claims redefined (1; the same id, another claim, verdicts not compared): A1.2" \
+        in results and "A1.2 agrees ->" not in results
     # the paper's claims and the project's controls in tables of their own, the paper's first
     paper_at, controls_at = (results.index("## The paper's claims"),
                              results.index("## The project's controls and audits"))
