@@ -122,7 +122,8 @@ def _pipeline(args) -> int:
 
     pipe = _load(args)
     profile = args.profile or pipe.profile
-    if not _NOT_A_RUN & set(args.snakemake_args):
+    is_run = not _NOT_A_RUN & set(args.snakemake_args)
+    if is_run:
         from lsa.models import missing_models
 
         missing = missing_models(pipe)
@@ -131,7 +132,7 @@ def _pipeline(args) -> int:
         if missing:
             return 2
     status = run_pipeline(profile, args.cores, args.config, args.snakemake_args)
-    if status == 0 and not _NOT_A_RUN & set(args.snakemake_args):
+    if status == 0 and is_run:
         # what a notebook run alone reads by default (lsa.notebook: profile = None)
         print(f"lsa pipeline: profile {profile} finished "
               f"({paths.write_last_profile(profile)})", flush=True)
