@@ -34,7 +34,7 @@ rule all:
     input:
         [section_outputs(key)["metrics"] for key in PIPE.sections],
         [run_output(run) for run in RUNS],
-        rules.report_figures.output,
+        rules.report_files.output,
         # the stamps of the resolved files: a file from another configuration is rewritten
         # (what the jobs read is the file itself, an ancient input: common.smk)
         [resolved_stamp(path, text) for path, text in RESOLVED_TEXT.items()],

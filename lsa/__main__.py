@@ -252,7 +252,9 @@ def _power(args) -> int:
     from lsa import runtable
     from lsa.sections.finetuning import tables as ft_tables
 
-    runs = runtable.collect_runs(_load(args))
+    pipe = _load(args)
+    plan = runs_of(pipe)
+    runs = runtable.collect_runs(pipe, plan, plan.grid)
     if runs.empty:
         print("no finished fine-tuning runs: run the profile first", file=sys.stderr)
         return 1

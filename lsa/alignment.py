@@ -8,21 +8,19 @@ that the two agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 
 from lsa.fused import fused_objective, symmetric_cross_entropy
 from lsa.misalign import (
     DEFAULT_CHUNK,
-    Divergence,
     Pairs,
-    Positions,
     objective,
     overlap_windows,
     sample_l_extra,
     select_positions,
 )
+from lsa.options import CE_ON, CeOn, Detach, DivergenceName, Positions, ReduceTerms
 
 
 def _objective(fused: bool, chunk_size: int | None, *args, **kwargs
@@ -76,11 +74,11 @@ class MisalignOutput:
 
 
 def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *,
-                      alpha: float = 0.1, divergence: Divergence = "sce",
-                      reduce_terms: Literal["sum", "mean"] = "sum",
-                      detach: Literal["none", "long", "short"] = "none",
+                      alpha: float = 0.1, divergence: DivergenceName = "sce",
+                      reduce_terms: ReduceTerms = "sum",
+                      detach: Detach = "none",
                       positions: Positions = "all",
-                      ce_on: Literal["a", "b", "both"] = "a",
+                      ce_on: CeOn = "a",
                       chunk_size: int | None = DEFAULT_CHUNK,
                       measure_misalign: bool = True,
                       answer_mask: torch.Tensor | None = None,
@@ -100,7 +98,7 @@ def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *
     """
     if alpha < 0:
         raise ValueError(f"alpha = {alpha}: must be >= 0")
-    if ce_on not in ("a", "b", "both"):
+    if ce_on not in CE_ON:
         raise ValueError(f"ce_on = {ce_on!r}: must be 'a', 'b' or 'both'")
     w = overlap_windows(tokens, l_train, l_extra)
     sel_a, sel_b = select_positions(l_train, l_extra, positions)
@@ -163,7 +161,7 @@ def _overlap_batches(model, stream, l_train: int, n_samples: int, positions: tup
 @torch.no_grad()
 def misalignment_metrics(model, stream, l_train: int, n_samples: int = 64, *,
                          positions: tuple[str, ...] = ("paper", "all"), setting: int = 1,
-                         divergence: Divergence = "sce", seed: int = 0, batch_size: int = 8,
+                         divergence: DivergenceName = "sce", seed: int = 0, batch_size: int = 8,
                          chunk_size: int | None = DEFAULT_CHUNK,
                          device: str | torch.device | None = None) -> dict[str, MetricResult]:
     """``E_{x, l_extra}`` of the divergence over each set of overlap positions in ``positions``

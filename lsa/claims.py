@@ -19,14 +19,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lsa.files import read_json
-from lsa.stats import CONTROL_OUTCOMES, NOT_RUN, PAPER_VERDICTS, PREMISE_NOT_MET
+from lsa.stats import CONTROL_OUTCOMES, NOT_RUN, PAPER_VERDICTS, PREMISE_NOT_MET, Verdict
+
+# ``Verdict`` (every word a claim's verdict can be) is defined beside the words in ``lsa.stats``;
+# ``lsa.claims.Verdict`` stays for the callers that import it from here
 
 Grade = Literal["A", "B", "?"]
-#: every word a claim's verdict can be: ``lsa.stats``' ``PAPER_VERDICTS`` and
-#: ``CONTROL_OUTCOMES``, "not run" and "premise not met" (a test holds the two lists together)
-Verdict = Literal["agrees", "disagrees", "smaller than the paper's effect", "underpowered",
-                  "inconclusive", "helps", "hurts", "unclear", "lowers", "raises", "passes",
-                  "fails", "not run", "premise not met"]
 #: ``paper``: a claim of the paper (``lsa.stats.PAPER_VERDICTS``); ``control``: one of the
 #: project's own controls and audits, with its own outcome words (``CONTROL_OUTCOMES``)
 Kind = Literal["paper", "control"]

@@ -29,6 +29,7 @@ from typing import Any, Literal, get_args
 
 import yaml
 
+from lsa.options import L_EXTRA_SETTINGS, CeOn, Detach, DivergenceName, Positions, ReduceTerms
 from lsa.strict import ConfigError, StrictConfig, coerce, merge, setting
 
 __all__ = ["ConfigError", "PROFILES", "Profile", "PipelineConfig", "load_config", "from_mapping"]
@@ -198,13 +199,9 @@ class PretrainConfig(StrictConfig):
 
 
 Method = Literal["none", "pi", "ntk", "abf", "dynamic", "yarn", "longqlora", "eabf", "clex"]
-# the options of the training objective (lsa.misalign), typed once: a run's (RunConfig), the
-# fine-tuning part's (FinetuneConfig) and the objective's (lsa.train.Objective) fields
-CeOn = Literal["a", "b", "both"]
-DivergenceName = Literal["sce", "jeffreys", "entropy"]
-ReduceTerms = Literal["sum", "mean"]
-Detach = Literal["none", "long", "short"]
-Positions = Literal["all", "last", "paper"]
+# the options of the training objective (lsa.misalign) are typed once in lsa.options (CeOn,
+# DivergenceName, ReduceTerms, Detach, Positions): a run's (RunConfig), the fine-tuning part's
+# (FinetuneConfig) and the objective's (lsa.train.Objective) fields
 
 
 @dataclass
@@ -236,7 +233,7 @@ class RunConfig(StrictConfig):
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.name):
             self._fail("name", "must be letters, digits and _ . + - only")
-        if self.l_extra_setting not in (1, 2, 3, 4):
+        if self.l_extra_setting not in L_EXTRA_SETTINGS:
             self._fail("l_extra_setting", "must be 1, 2, 3 or 4 (see docs/methods.md)")
 
 
@@ -343,7 +340,6 @@ class FinetuneConfig(StrictConfig):
 
 
 AblationItem = Literal["divergence", "alpha_sweep", "l_extra", "exposure", "compute", "parts"]
-ABLATION_ITEMS: tuple[str, ...] = get_args(AblationItem)
 
 
 @dataclass
@@ -411,7 +407,7 @@ class AblationConfig(StrictConfig):
                     "l_extra_jeffreys_alphas"):
             if any(a == 0 for a in getattr(self, key)):
                 self._fail(key, "must be > 0 (the CE-only run is always part of the item)")
-        if any(s not in (1, 2, 3, 4) for s in self.l_extra_settings):
+        if any(s not in L_EXTRA_SETTINGS for s in self.l_extra_settings):
             self._fail("l_extra_settings", "must be among 1, 2, 3, 4 (see docs/methods.md)")
         if self.method == "none":
             self._fail("method", "must be a positional method (item parts compares it with "
@@ -624,9 +620,9 @@ class ReportConfig(StrictConfig):
     _section: typing.ClassVar[str] = "report"
 
     sections: list[str] = setting(
-        factory=lambda: [k for k, s in section_declarations().items() if s.config != "report"],
-        unique=True, help="sections whose claims it gathers: every other declared section (the "
-                          "loader sets the report's needs, lsa/sections/report/section.yaml)")
+        factory=lambda: report_needs(section_declarations()),
+        unique=True, help="sections whose claims it gathers: the report section's needs (the "
+                          "loader sets them: report_needs)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -652,6 +648,11 @@ class SectionSpec(StrictConfig):
                             "longbench"]] = setting(
         factory=list, help="runs whose folders it reads (its inputs): finetune (the grid and "
                            "explicit runs), ablation, babilong (either design), probe")
+    tables: list[Literal["grid", "curves", "longbench", "ablation", "base_gains", "babilong",
+                         "models", "last_positions", "references", "synthetic",
+                         "sections"]] = setting(
+        factory=list, help="the run tables its analyse reads, each read once by the driver "
+                           "(lsa.runtable.READERS)")
 
 
 @dataclass
@@ -820,16 +821,27 @@ def section_declarations(root: Path | None = None) -> dict[str, SectionSpec]:
             raise ConfigError(f"{path}: key {key!r} is declared by {found[key].package} too")
         found[key] = SectionSpec.from_dict({**raw, "package": path.parent.name},
                                            prefix=f"{path.parent.name}/section.yaml")
-    return dict(sorted(found.items()))
+    found = dict(sorted(found.items()))
+    for key, spec in found.items():  # a report that names no needs gathers every other section
+        if spec.config == "report" and not spec.needs:
+            spec.needs = [k for k in found if k != key]
+    return found
+
+
+def report_needs(sections: dict[str, SectionSpec]) -> list[str]:
+    """The sections the report gathers: its section's ``needs`` (every other section where its
+    declaration names none: ``section_declarations``); none without one report section."""
+    needs = [list(s.needs) for s in sections.values() if s.config == "report"]
+    return needs[0] if len(needs) == 1 else []
 
 
 def _report_sections(part: dict[str, Any], sections: dict[str, SectionSpec], where: str) -> None:
     """The report gathers the sections its section needs (set here, so that the resolved file
     says what it does)."""
-    needs = [list(s.needs) for s in sections.values() if s.config == "report"]
-    if len(needs) != 1:
+    if sum(s.config == "report" for s in sections.values()) != 1:
         return
-    if "sections" in part and list(part["sections"]) != needs[0]:
+    needs = report_needs(sections)
+    if "sections" in part and list(part["sections"]) != needs:
         raise ConfigError(f"{where}.sections = {part['sections']!r}: the pipeline sets it to the "
-                          f"report section's needs ({needs[0]!r}); change those instead")
-    part["sections"] = needs[0]
+                          f"report section's needs ({needs!r}); change those instead")
+    part["sections"] = needs

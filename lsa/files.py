@@ -9,6 +9,7 @@ never leaves a half-written file that looks finished.
 from __future__ import annotations
 
 import datetime as _dt
+import gzip
 import json
 import math
 import os
@@ -170,6 +171,36 @@ def save_metrics(folder: str | Path, metrics: dict[str, Any], config: Any,
     folder = Path(folder)
     write_json(folder / "run_info.json", run_info(config, started=started, **extra))
     return write_json(folder / "metrics.json", metrics)
+
+
+def packed(path: str | Path) -> Path:
+    """The gzip copy of ``path`` (``<path>.gz``), as a published snapshot keeps a run's JSON."""
+    path = Path(path)
+    return path.with_name(path.name + ".gz")
+
+
+def exists(path: str | Path) -> bool:
+    """``path`` or its gzip copy (``packed``) exists."""
+    return Path(path).exists() or packed(path).exists()
+
+
+def read_text(path: str | Path) -> str:
+    """The text of ``path``, or of its gzip copy where only that exists (``packed``)."""
+    path = Path(path)
+    if not path.exists() and packed(path).exists():
+        return gzip.decompress(packed(path).read_bytes()).decode()
+    return path.read_text()
+
+
+def write_packed(path: str | Path, data: bytes) -> Path:
+    """``data`` gzipped to ``packed(path)``, byte for byte the same for the same data (no
+    name or time in the header), written atomically."""
+    out = packed(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+    os.replace(tmp, out)
+    return out
 
 
 def save_table(df, path: str | Path, floatfmt: str = ".4g") -> tuple[Path, Path]:

@@ -9,9 +9,10 @@ autograd form stores fp32 log-probabilities for every position and runs a second
 backward. The training losses and the metric (lsa/alignment.py) call this module;
 tests/test_misalign.py checks values and gradients against the readable definition.
 
-The definition stands below this kernel: the names of the options (``Divergence``,
-``check_options``), the compared positions (``Pairs``) and ``DEFAULT_CHUNK`` come from
-lsa/misalign.py, which imports nothing from lsa.
+The definition stands below this kernel: the check of the options (``check_options``), the
+compared positions (``Pairs``) and ``DEFAULT_CHUNK`` come from lsa/misalign.py, which imports
+nothing from lsa but the options' names (lsa/options.py, torch-free: ``DivergenceName``,
+``ReduceTerms``, ``Detach``), which this kernel imports from there too.
 
 How it works. Every CE term and the divergence come from ONE pass over the logits, in chunks of
 positions: per row the fp32 shifted logits ``d = x - max x``, ``e = exp d``, ``S = sum e`` (so
@@ -47,12 +48,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch.autograd.function import once_differentiable
 
-from lsa.misalign import DEFAULT_CHUNK, Divergence, Pairs, check_options
+from lsa.misalign import DEFAULT_CHUNK, Pairs, check_options
+from lsa.options import Detach, DivergenceName, ReduceTerms
 
 # ---------------------------------------------------------------------------------------------
 # the divergence, values only
@@ -107,8 +108,8 @@ def _pair(divergence: str, x_a, x_b, d_a, e_a, d_b, e_b, scratch_a, scratch_b
 
 
 def symmetric_cross_entropy(logits_a: torch.Tensor, logits_b: torch.Tensor, *,
-                            divergence: Divergence = "sce",
-                            reduce_terms: Literal["sum", "mean"] = "sum",
+                            divergence: DivergenceName = "sce",
+                            reduce_terms: ReduceTerms = "sum",
                             chunk_size: int | None = DEFAULT_CHUNK) -> torch.Tensor:
     """Per-position divergence between two ``(..., V)`` logit tensors; returns ``(...)`` in fp32.
 
@@ -289,8 +290,8 @@ def _loss(values: torch.Tensor, coefs: torch.Tensor, div_coef: float) -> torch.T
 def fused_objective(logits: torch.Tensor, tokens: torch.Tensor,
                     ce_weights: Sequence[torch.Tensor], ce_coefs: Sequence[float],
                     pairs: Pairs | None = None, *, alpha: float = 0.0,
-                    divergence: Divergence = "sce", reduce_terms: Literal["sum", "mean"] = "sum",
-                    detach: Literal["none", "long", "short"] = "none",
+                    divergence: DivergenceName = "sce", reduce_terms: ReduceTerms = "sum",
+                    detach: Detach = "none",
                     chunk_size: int | None = DEFAULT_CHUNK) -> tuple[torch.Tensor, torch.Tensor]:
     """``(loss, values)`` of CE terms and a divergence over ``(B, T, V)`` logits, in one pass.
 

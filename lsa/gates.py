@@ -29,11 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lsa.config import PipelineConfig
+
+if TYPE_CHECKING:
+    from lsa.runs import RunSet
 from lsa.stats import (
     NOT_RUN,
     PREMISE_NOT_MET,
@@ -214,11 +217,12 @@ def gate_g4(base_probe: dict | None, ce_runs: list[dict]) -> Gate:
                 "Jeffreys part of the misalignment (nats): " + "; ".join(parts))
 
 
-def compute_gates(pipe: PipelineConfig) -> list[Gate]:
-    """G1-G4 from the finished runs of ``pipe`` (a gate whose runs are not finished says so)."""
-    from lsa.runs import runs_of
+def compute_gates(pipe: PipelineConfig, plan: RunSet | None = None) -> list[Gate]:
+    """G1-G4 from the finished runs of ``plan`` (default: ``pipe``'s, planned here; a gate
+    whose runs are not finished says so)."""
+    from lsa.runs import RunSet
 
-    rs, g = runs_of(pipe), pipe.gates
+    rs, g = plan if plan is not None else RunSet(pipe), pipe.gates
     l0, l_train = pipe.pretrain.model.base_window, pipe.finetune.l_train
     base = rs.base.metrics() if rs.base.finished else {}
     ce_runs: dict[str, list[dict]] = {m: [] for m in pipe.finetune.methods if m != "none"}

@@ -30,7 +30,8 @@ from lsa import paths
 from lsa.config import PipelineConfig
 from lsa.data.corpus import Corpus, book_texts, load_corpus_for, prepare_corpus
 from lsa.files import remove_partial_writes, save_metrics, write_json
-from lsa.runs import Run, mark_finished, runs_of
+from lsa.markers import mark_finished
+from lsa.runs import Run, runs_of
 from lsa.seeding import seed_everything
 
 
@@ -419,7 +420,7 @@ def _probe_model(pipe: PipelineConfig, run: Run, tokenizer):
         window = pipe.pretrain.model.base_window
         model, _ = build_for_run(pipe, RunConfig(name=run.name, method=method),
                                  window * (rope["factor"] if rope else 1))
-    elif run.needs[0] is not runs_of(pipe).base:
+    elif run.needs[0].id != runs_of(pipe).base.id:
         model, _ = load_finetuned(pipe, run.needs[0])
     else:  # a hub id or folder
         model, theirs = load_pretrained(source, dtype=getattr(torch, pipe.pretrain.model.dtype))

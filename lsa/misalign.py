@@ -10,8 +10,9 @@ and fine-tuning minimises ``CE + alpha * SCE``, with SCE averaged over the posit
 contexts predict the same token. This module is the definition: ``divergence_terms`` and
 ``pair_divergence`` are the formula per position, ``next_token_nll`` the CE, and ``objective``
 the regularized loss, all written with ``log_softmax`` and autograd; the windows
-(``overlap_windows``, ``select_positions``, ``sample_l_extra``) and the options' names are
-here too. This module imports nothing from lsa. lsa/fused.py computes the same function in a
+(``overlap_windows``, ``select_positions``, ``sample_l_extra``) are here too; the options'
+names come from lsa/options.py (torch-free, shared with the configuration), the only lsa
+module this one imports. lsa/fused.py computes the same function in a
 chunked pass with a closed-form gradient, faster and in less memory, and lsa/alignment.py
 uses it: the training losses (``misalignment_loss``, ``ce_loss``: the windows and weights of a
 step) and the metric of a trained model (``fused=False`` there selects the autograd form of
@@ -70,13 +71,22 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
-Divergence = Literal["sce", "jeffreys", "entropy"]
-DIVERGENCES = ("sce", "jeffreys", "entropy")
+# the options' names, typed once (torch-free: the configuration imports them too)
+from lsa.options import (
+    DETACH,
+    DIVERGENCES,
+    L_EXTRA_SETTINGS,
+    POSITIONS,
+    REDUCE_TERMS,
+    Detach,
+    DivergenceName,
+    Positions,
+    ReduceTerms,
+)
 
 #: rows (positions) per fp32 chunk of the objective; with a 32000 vocabulary one chunk is 64 MB
 DEFAULT_CHUNK = 512
@@ -88,9 +98,9 @@ def check_options(divergence: str, reduce_terms: str, detach: str) -> None:
     if divergence not in DIVERGENCES:
         raise ValueError(f"divergence = {divergence!r}: must be one of "
                          f"{', '.join(map(repr, DIVERGENCES))}")
-    if reduce_terms not in ("sum", "mean"):
+    if reduce_terms not in REDUCE_TERMS:
         raise ValueError(f"reduce_terms = {reduce_terms!r}: must be 'sum' or 'mean'")
-    if detach not in ("none", "long", "short"):
+    if detach not in DETACH:
         raise ValueError(f"detach = {detach!r}: must be 'none', 'long' or 'short'")
 
 
@@ -111,17 +121,6 @@ class Pairs:
         return len(self.rows_a) * self.length
 
 
-Positions = Literal["all", "last", "paper"]
-POSITIONS = ("all", "last", "paper")
-
-L_EXTRA_SETTINGS = {
-    1: "U{1..l/2} (default)",
-    2: "U{1..l/4}",
-    3: "U{l/4..l/2}",
-    4: "U{1..l}",
-}
-
-
 # ---------------------------------------------------------------------------------------------
 # the formula
 
@@ -133,8 +132,8 @@ def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
 
 
 def divergence_terms(logits_a: torch.Tensor, logits_b: torch.Tensor,
-                     divergence: Divergence = "sce",
-                     detach: Literal["none", "long", "short"] = "none") -> torch.Tensor:
+                     divergence: DivergenceName = "sce",
+                     detach: Detach = "none") -> torch.Tensor:
     """The divergence's two terms per position of two ``(..., V)`` logit tensors, shape
     ``(2, ...)``: A's and B's, with ``p = softmax(logits_a)`` (the long context) and ``q =
     softmax(logits_b)`` (the short one).
@@ -161,9 +160,9 @@ def divergence_terms(logits_a: torch.Tensor, logits_b: torch.Tensor,
 
 
 def pair_divergence(logits_a: torch.Tensor, logits_b: torch.Tensor, *,
-                    divergence: Divergence = "sce",
-                    reduce_terms: Literal["sum", "mean"] = "sum",
-                    detach: Literal["none", "long", "short"] = "none") -> torch.Tensor:
+                    divergence: DivergenceName = "sce",
+                    reduce_terms: ReduceTerms = "sum",
+                    detach: Detach = "none") -> torch.Tensor:
     """The divergence per position (``(...)``): the sum (or mean) of ``divergence_terms``.
     With the defaults this is the paper's ``SCE(p, q) = H(p, q) + H(q, p)``.
     ``lsa.fused.symmetric_cross_entropy`` computes the same values in chunks, without
@@ -224,7 +223,7 @@ class Windows:
         return slice(0, self.n_overlap)
 
 
-def select_positions(l_train: int, l_extra: int, positions: str) -> tuple[slice, slice]:
+def select_positions(l_train: int, l_extra: int, positions: Positions) -> tuple[slice, slice]:
     """``(indices into window A's logits, indices into window B's logits)`` of the overlap
     positions in the set ``positions`` (``"all"``, ``"last"``, ``"paper"``; see the module
     docstring); both empty when the set is."""
@@ -255,8 +254,8 @@ def overlap_windows(tokens: torch.Tensor, l_train: int, l_extra: int) -> Windows
 def objective(logits: torch.Tensor, tokens: torch.Tensor,
               ce_weights: Sequence[torch.Tensor], ce_coefs: Sequence[float],
               pairs: Pairs | None = None, *, alpha: float = 0.0,
-              divergence: Divergence = "sce", reduce_terms: Literal["sum", "mean"] = "sum",
-              detach: Literal["none", "long", "short"] = "none"
+              divergence: DivergenceName = "sce", reduce_terms: ReduceTerms = "sum",
+              detach: Detach = "none"
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(loss, values)`` of CE terms and a divergence over ``(B, T, V)`` logits, the definition
     that ``lsa.fused.fused_objective`` computes in one chunked pass.

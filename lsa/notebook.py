@@ -22,10 +22,12 @@ never trains (``Setup.ensure_runs``).
 Run alone (JupyterLab), a notebook reads the runs of the last profile the pipeline finished, so
 that after ``make reproduce`` it shows that run's results. Runs it reads that are not made yet
 it trains itself, with a progress bar, only when that is quick (``QUICK_PROFILES``, or
-``train_missing = True``); otherwise it stops before any compute with ``RunsMissing``, which
-names the command that makes them (the pipeline schedules them on every core, and its
-notebooks then read them; one by one in a kernel they would take far longer: the published
-snapshot's STAMP.md says how long ``mini``'s took).
+``train_missing = True``); otherwise it reads the profile's published results
+(``docs/results/<profile>/``, ``lsa.published``) where they hold every run it reads under the
+current configuration, says so first and saves nothing; else it stops before any compute with
+``RunsMissing``, which names the command that makes them (the pipeline schedules them on every
+core, and its notebooks then read them; one by one in a kernel they would take far longer: the
+published snapshot's STAMP.md says how long ``mini``'s took).
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lsa import faults, plots, seeding
+from lsa import faults, paths, plots, published, seeding
 from lsa.config import Profile, load_config
-from lsa.runs import runs_of
+from lsa.runs import RunSet
 from lsa.strict import ConfigError, StrictConfig, merge, setting
 
 if TYPE_CHECKING:
@@ -76,14 +78,20 @@ class NotebookCall(StrictConfig):
 
 @dataclass
 class Setup:
-    """What a section works with: its key, the resolved configuration, its settings, and how
-    it was called."""
+    """What a section works with: its key, the resolved configuration, its settings, how it
+    was called, and the plan of every run of the configuration (``plan``, made once)."""
 
     section: str
     pipe: PipelineConfig
     settings: Any
     call: NotebookCall
     started: float = field(default_factory=time.time)
+    plan: RunSet = field(init=False, repr=False)
+    #: the published snapshot the section reads instead of runs made here (``use_published``)
+    snapshot: published.Snapshot | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.plan = RunSet(self.pipe)
 
     @property
     def profile(self) -> str:
@@ -99,13 +107,11 @@ class Setup:
 
     @property
     def out_dir(self) -> Path:
-        from lsa import paths
-
         return paths.section_dir(self.profile, self.section)
 
     def runs(self) -> list[Run]:
         """The runs the section reads (its ``uses_runs``)."""
-        return runs_of(self.pipe).used_by(self.pipe.sections[self.section].uses_runs)
+        return self.plan.used_by(self.pipe.sections[self.section].uses_runs)
 
     @property
     def train_missing(self) -> bool | None:
@@ -114,6 +120,36 @@ class Setup:
         if self.call.train_missing is not None:
             return self.call.train_missing
         return True if self.profile in QUICK_PROFILES else None
+
+    def missing_inputs(self) -> bool:
+        """Whether what the section reads is not made here: a run it reads is not finished, or
+        none of the sections it gathers has results (the report)."""
+        spec = self.pipe.sections[self.section]
+        return (any(not r.finished for r in self.runs())
+                or bool(spec.needs) and not any(paths.metrics_file(self.profile, s).exists()
+                                                for s in spec.needs))
+
+    def use_published(self) -> bool:
+        """Read the profile's published snapshot instead of runs made here, where it holds
+        every run the section reads under this configuration's run ids (and the sections it
+        gathers); says so. False where there is none or it lacks one (another
+        configuration); ``lsa.published.SnapshotDamaged`` where a file differs from its
+        manifest."""
+        snapshot = published.load(self.profile)
+        if snapshot is None:
+            return False
+        plan = RunSet(self.pipe, root=snapshot.runs)
+        spec = self.pipe.sections[self.section]
+        if any(not r.finished for r in plan.used_by(spec.uses_runs)) or (
+                spec.needs and not snapshot.sections.is_dir()):
+            print(f"{snapshot.describe()}: it lacks runs of this configuration (it was "
+                  "published from another), so it is not read")
+            return False
+        self.plan, self.snapshot = plan, snapshot
+        print(f"{snapshot.describe()}: this notebook's runs are not made here, so it "
+              f"re-analyses those (what `make reproduce PROFILE={self.profile}` made then) "
+              "and saves nothing")
+        return True
 
     def ensure_runs(self) -> None:
         """Make the runs the section reads when they are not finished: run alone, train them
@@ -193,6 +229,8 @@ def open_section(section: str, *, profile: str | None = None, config_file: str |
                               f"{sorted(own)} (first difference: {extra[0]}); the "
                               "configuration changed since the pipeline planned this notebook: "
                               "rerun snakemake")
+    if setup.alone and setup.train_missing is None and setup.missing_inputs():
+        setup.use_published()  # else ensure_runs stops, naming the command that makes them
     seeding.seed_everything(pipe.seed)
     plots.set_theme()
     return setup

@@ -27,9 +27,10 @@ from typing import Any, get_args
 import yaml
 
 from lsa import paths
-from lsa.claims import Verdict
 from lsa.config import PROFILES, RESOLVED_KEY, PipelineConfig, load_config, read_yaml
-from lsa.runs import FINISHED, KINDS, runs_of
+from lsa.markers import FINISHED
+from lsa.runs import KINDS, runs_of
+from lsa.stats import Verdict
 from lsa.strict import ConfigError, StrictConfig, merge, setting
 
 VERDICTS = set(get_args(Verdict))  # the paper's verdicts and the controls' outcome words
@@ -150,7 +151,8 @@ class WorkflowSettings(StrictConfig):
     """``workflow/settings.yaml``."""
 
     run_modules: dict[str, list[str]] = setting(
-        help="per kind of run: the lsa modules that determine its numbers (its inputs)")
+        help="per kind of run: the lsa modules that determine its numbers (its inputs), each a "
+             "path under lsa/ or the name of a list in module_groups (modules_of expands them)")
     run_resources: dict[str, dict[str, dict[str, Any]]] = setting(
         help="per kind of run: resources (Resources' keys) under `default`, overridden key by "
              "key per lsa profile")
@@ -162,6 +164,13 @@ class WorkflowSettings(StrictConfig):
     light: Resources = setting(factory=lambda: Resources(local=True),
                                help="the bookkeeping jobs (resolved configuration, kernel, "
                                     "report figures)")
+    module_groups: dict[str, list[str]] = setting(
+        factory=dict, help="lists of lsa modules that several kinds of run share, named in "
+                           "run_modules instead of repeated there")
+    kernel_start_timeout: int = setting(
+        300, ge=1, help="seconds papermill waits for a section notebook's kernel to start "
+                        "(--start-timeout); each cell may take the job's runtime "
+                        "(--execution-timeout: section_job's runtime, in seconds)")
 
     def validate(self) -> None:
         missing = sorted(set(KINDS) - set(self.run_modules))
@@ -179,10 +188,30 @@ class WorkflowSettings(StrictConfig):
                 self.resources(profile, kind)  # every layer is valid
         for key in self.sections:
             self.section(key)
-        for kind, modules in self.run_modules.items():
+        for name, modules in self.module_groups.items():
+            if name.endswith(".py") or name in KINDS:
+                raise ConfigError(f"module_groups.{name}: a group's name is neither a module "
+                                  "(*.py) nor a run kind")
             for module in modules:
+                if not module.endswith(".py"):
+                    raise ConfigError(f"module_groups.{name}: {module!r} is not a module (a "
+                                      "group lists modules only)")
+        for kind, entries in self.run_modules.items():
+            for entry in entries:
+                if not entry.endswith(".py") and entry not in self.module_groups:
+                    raise ConfigError(f"run_modules.{kind}: {entry!r} is neither a module "
+                                      "(*.py) nor a name of module_groups")
+            for module in self.modules_of(kind):
                 if not (paths.ROOT / "lsa" / module).exists():
                     raise ConfigError(f"run_modules.{kind}: no module lsa/{module}")
+
+    def modules_of(self, kind: str) -> list[str]:
+        """The lsa modules (paths under lsa/) that determine a ``kind`` of run's numbers, the
+        inputs of its jobs: its ``run_modules`` list, each group name replaced by the group's
+        modules, in order, without repeats."""
+        modules = [m for entry in self.run_modules[kind]
+                   for m in self.module_groups.get(entry, [entry])]
+        return list(dict.fromkeys(modules))
 
     def resources(self, profile: str, kind: str) -> Resources:
         """The resources of a run job: ``default``, then the profile's values on top."""
@@ -214,6 +243,13 @@ class WorkflowSettings(StrictConfig):
     def section_job(self, key: str) -> JobResources:
         return self.job(self.section(key), what=f"section {key}")
 
+    def notebook_timeouts(self, key: str) -> dict[str, int]:
+        """papermill's limits on a section's notebook, in seconds: ``start`` for its kernel to
+        start (``kernel_start_timeout``), ``execution`` for each cell (the job's runtime: no
+        cell may outlast the wall time its job is given)."""
+        return {"start": self.kernel_start_timeout,
+                "execution": self.section_job(key).runtime * 60}
+
 
 def rule_name(run) -> str:
     """The Snakemake rule of a run's job (``lsa.runs.Run``)."""
@@ -222,7 +258,12 @@ def rule_name(run) -> str:
     return run.kind.replace("-", "_") + "_" + "".join(c if c.isalnum() else "_" for c in run.name)
 
 
-LIGHT_RULES = ("resolved_config", "resolved_config_shared", "jupyter_kernel", "report_figures")
+#: the light bookkeeping rules (workflow/rules/setup.smk and report.smk), named once: the
+#: rules of the resolved files (the profile's, then, for a profile that shares runs, the other
+#: profile's: lsa.runs.SHARED_RUNS), then the kernel and the report's figures; they take the
+#: `light` resources of workflow/settings.yaml and stay local when those say so
+RESOLVED_RULES = ("resolved_config", "resolved_config_shared")
+LIGHT_RULES = (*RESOLVED_RULES, "jupyter_kernel", "report_files")
 
 
 def planned_resources(pipe: PipelineConfig, settings: WorkflowSettings | None = None
@@ -248,7 +289,7 @@ def workflow_settings(path: Path | None = None) -> WorkflowSettings:
 
 def unmark_broken_runs(runs) -> list[tuple[Any, list[str]]]:
     """Take the finished marker away from every marked run whose files do not verify
-    (``lsa.runs.output_problems``: a file cut or damaged after the job ended), so that Snakemake
+    (``lsa.markers.output_problems``: a file cut or damaged after the job ended), so that Snakemake
     makes the run again instead of reading broken files; returns those runs and their
     problems. ``python -m lsa pipeline`` calls it before Snakemake plans
     (``lsa.launch.unmark_broken``)."""

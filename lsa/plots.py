@@ -54,18 +54,37 @@ def loss_vs_length(ax, data, hue: str, train_range: tuple[int, int], title: str,
 
 
 def interval_lines(data, x: str, y: str, low: str, high: str, hue: str, ax=None,
-                   **_grid) -> None:
+                   style: str | None = None, palette: dict | None = None,
+                   style_order: list | None = None, **_grid) -> None:
     """``y`` per ``hue`` group of ``data`` against ``x``, its interval ``[low, high]`` (computed
     beforehand: a t or Wilson interval seaborn cannot draw) as error bars; a
-    ``FacetGrid.map_dataframe`` function (the grid's ``color`` and ``label`` are left to the
-    groups)."""
+    ``FacetGrid.map_dataframe`` function. ``palette`` (``hue_palette``) gives each ``hue``
+    value one colour in every panel; ``style`` a column whose values ``style_order`` gives
+    markers and line styles (the label then reads "<style>, <hue>")."""
     ax = ax or plt.gca()
-    for name, sub in data.groupby(hue, sort=False):
-        ax.errorbar(sub[x], sub[y], yerr=[sub[y] - sub[low], sub[high] - sub[y]], marker="o",
-                    capsize=3, label=str(name))
+    order = list(style_order or (dict.fromkeys(data[style]) if style else []))
+    keys = [hue, style] if style else [hue]
+    for key, sub in data.groupby(keys, sort=False):
+        name, kind = key if style else (key[0] if isinstance(key, tuple) else key, None)
+        i = order.index(kind) if style else 0
+        ax.errorbar(sub[x], sub[y], yerr=[sub[y] - sub[low], sub[high] - sub[y]],
+                    marker=MARKERS[i % len(MARKERS)], linestyle=LINES[i % len(LINES)],
+                    capsize=3, color=(palette or {}).get(name),
+                    label=f"{kind}, {name}" if style else str(name))
 
 
-__all__ += ["loss_vs_length", "interval_lines"]
+MARKERS = ("o", "s", "^", "D", "v")
+LINES = ("-", "--", ":", "-.", (0, (5, 1)))
+
+
+def hue_palette(values) -> dict:
+    """One colour per distinct value, in order of appearance (seaborn's palette): the same
+    colour means the same thing in every panel of a figure."""
+    distinct = list(dict.fromkeys(values))
+    return dict(zip(distinct, sns.color_palette(n_colors=len(distinct))))
+
+
+__all__ += ["loss_vs_length", "interval_lines", "hue_palette"]
 
 
 # --- labels: what a column measures, in words, with its window in tokens ----------------------

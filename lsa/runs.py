@@ -25,6 +25,9 @@ configure alike are made once):
   (``output_problems``): a folder with it is finished and reused; anything else is
   (re)started. ``python -m lsa pipeline`` takes the marker away from a run whose files no
   longer verify (``lsa.pipeline.unmark_broken_runs``), so that run is made again.
+
+The log and the marker (``LOG``, ``FINISHED``, ``mark_finished``, ``output_problems``) are
+``lsa.markers``', below this module and the trainer (``lsa.train``) that writes them.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from lsa import paths
+from lsa import files, paths
 from lsa.config import (
     AblationConfig,
     BabilongConfig,
@@ -46,12 +49,14 @@ from lsa.config import (
     RunConfig,
 )
 from lsa.data.babi import file_sources
+from lsa.markers import FINISHED, LOG, is_finished, output_problems, read_log
 from lsa.strict import ConfigError
+
+# the folder's markers live in lsa.markers (below this module and lsa.train, which write them);
+# FINISHED stays importable from here for lsa.timings
 
 RunKind = Literal["base", "finetune", "babilong", "babilong-eval", "probe", "longbench"]
 KINDS: tuple[str, ...] = get_args(RunKind)
-FINISHED = "train_summary.json"  # written last: the run is finished
-LOG = "metrics.jsonl"            # one line per optimizer step
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,93 +73,6 @@ def runs_root(profile: str) -> Path:
 
 def run_dir(profile: str, run_id: str) -> Path:
     return runs_root(profile) / run_id
-
-
-def is_finished(folder: Path) -> bool:
-    return (Path(folder) / FINISHED).exists()
-
-
-def _safetensors_problem(path: Path) -> str | None:
-    """Why a ``.safetensors`` file is unreadable (a cut header or data), or None."""
-    size = path.stat().st_size
-    try:
-        with open(path, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            if size < 8 + n:
-                return f"{path.name}: cut inside its header ({size} bytes)"
-            header = json.loads(fh.read(n))
-    except (OSError, ValueError) as exc:
-        return f"{path.name}: unreadable header ({exc})"
-    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"),
-              default=0)
-    if size < 8 + n + end:
-        return f"{path.name}: {size} bytes, its header describes {8 + n + end}"
-    return None
-
-
-def output_problems(folder: str | Path, finished: bool = True) -> list[str]:
-    """What is wrong with the files a run wrote: every JSON file parses (``metrics.json`` and
-    ``run_info.json`` always, ``config.json`` and each line of the log where they exist, the
-    marker when ``finished``), and every ``.safetensors`` file under ``model/`` holds what its
-    header announces. An empty list: the outputs are whole. The job checks this before it
-    writes the marker; the pipeline, before it takes a marked run as finished."""
-    folder = Path(folder)
-    problems: list[str] = []
-    names = ["metrics.json", "run_info.json", *(["config.json"] if (folder / "config.json")
-                                                .exists() else [])]
-    for name in names + ([FINISHED] if finished else []):
-        try:
-            value = json.loads((folder / name).read_text())
-        except FileNotFoundError:
-            problems.append(f"{name} missing")
-            continue
-        except (OSError, ValueError) as exc:
-            problems.append(f"{name} unreadable ({exc})")
-            continue
-        if not isinstance(value, dict):
-            problems.append(f"{name}: not a JSON object")
-    if (folder / LOG).exists():
-        for i, line in enumerate((folder / LOG).read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                json.loads(line)
-            except ValueError:
-                problems.append(f"{LOG}, line {i}: not JSON ({line[:40]!r})")
-                break
-    for path in sorted((folder / "model").glob("*.safetensors")):
-        problem = _safetensors_problem(path)
-        if problem:
-            problems.append(f"model/{problem}")
-    return problems
-
-
-class IncompleteOutputs(RuntimeError):
-    """A job's outputs did not verify: the run is not marked finished."""
-
-
-def mark_finished(folder: str | Path, summary: dict[str, Any]) -> None:
-    """Mark a run finished, after its evaluation and once its outputs verify
-    (``output_problems``), so a half-done or half-written run is never reused; its checkpoint
-    is no longer needed."""
-    from lsa.files import write_json
-
-    folder = Path(folder)
-    problems = output_problems(folder, finished=False)
-    if problems:
-        raise IncompleteOutputs(f"{folder}: not marked finished: " + "; ".join(problems))
-    write_json(folder / FINISHED, summary)
-    ckpt = folder / "checkpoint"
-    if ckpt.exists():
-        import shutil
-
-        shutil.rmtree(ckpt)
-
-
-def read_log(folder: str | Path) -> list[dict[str, Any]]:
-    """The training log: one record per optimizer step."""
-    path = Path(folder) / LOG
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def digest(obj: Any) -> str:
@@ -182,6 +100,9 @@ class Run:
     identity: dict[str, Any] = field(repr=False)
     spec: RunConfig | None = None   # method, alpha, seed, ... (None: the base model)
     needs: tuple[Run, ...] = ()     # runs whose folders it reads
+    #: where its folder lies instead of the profile's runs folder (a published snapshot's
+    #: ``runs/``, ``lsa.published``); None: ``results/<profile>/runs/``
+    root: Path | None = field(default=None, repr=False)
 
     @functools.cached_property
     def id(self) -> str:
@@ -194,7 +115,7 @@ class Run:
 
     @property
     def folder(self) -> Path:
-        return run_dir(self.profile, self.id)
+        return self.root / self.id if self.root is not None else run_dir(self.profile, self.id)
 
     @property
     def finished(self) -> bool:
@@ -246,7 +167,7 @@ class Run:
         return _read(path) if path.exists() else None
 
     def log(self) -> list[dict[str, Any]]:
-        return read_log(self.folder) if (self.folder / LOG).exists() else []
+        return read_log(self.folder) if files.exists(self.folder / LOG) else []
 
     def expect(self, expected_id: str | None, source: str) -> None:
         """Fail when the pipeline expects another folder than this run's (``--expect-id``)."""
@@ -260,7 +181,7 @@ class Run:
 
 
 def _read(path: Path) -> Any:
-    return json.loads(path.read_text())
+    return json.loads(files.read_text(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -521,12 +442,10 @@ def check_plan(pipe: PipelineConfig) -> None:
 
 
 def runs_of(pipe: PipelineConfig) -> RunSet:
-    """Every run of a resolved configuration (a ``RunSet``), planned and checked once per
-    configuration object."""
-    cached = pipe.__dict__.get("_runs")
-    if cached is None:
-        cached = pipe.__dict__["_runs"] = RunSet(pipe)
-    return cached
+    """Every run of a resolved configuration (a ``RunSet``), planned and checked: a value its
+    caller keeps and passes down (a notebook's ``Setup.plan``), never a cache on the
+    configuration."""
+    return RunSet(pipe)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,14 +459,21 @@ class RunSet:
     section's), ``babilong`` (train design), ``babilong_eval`` (evaluate design, keyed by the
     evaluated finetune run's name) and ``probes``."""
 
-    def __init__(self, pipe: PipelineConfig):
+    def __init__(self, pipe: PipelineConfig, root: Path | None = None):
+        """``root``: where the runs' folders lie instead of ``results/<profile>/runs/`` (a
+        published snapshot's, ``lsa.published``)."""
         check_plan(pipe)
+        self.root = root
+
+        def new(*args, **kwargs) -> Run:  # every run of the set lies under root
+            return Run(*args, root=root, **kwargs)
+
         self.profile = pipe.profile
         self.design = pipe.babilong.design
-        base = Run("base", "base", pipe.profile, base_identity(pipe))
+        base = new("base", "base", pipe.profile, base_identity(pipe))
         self.base = base
         self.bases = {"base": base, **{
-            base_name(s): Run("base", base_name(s), pipe.profile, base_identity(pipe, s))
+            base_name(s): new("base", base_name(s), pipe.profile, base_identity(pipe, s))
             for s in pipe.ablation.base_seeds}}
         grid, ablation = finetune_specs(pipe.finetune), ablation_specs(pipe.ablation)
         self.grid = [s.name for s in grid]
@@ -560,10 +486,10 @@ class RunSet:
         def start(spec: RunConfig) -> Run:
             return self.bases[base_name(spec.base_seed)]
 
-        self.finetune = {name: Run("finetune", name, pipe.profile,
+        self.finetune = {name: new("finetune", name, pipe.profile,
                                    finetune_identity(pipe, start(s), s), s, (start(s),))
                          for name, s in specs.items()}
-        self.babilong = {s.name: Run("babilong", s.name, pipe.profile,
+        self.babilong = {s.name: new("babilong", s.name, pipe.profile,
                                      babilong_identity(pipe, base, s), s, (base,))
                          for s in babilong_specs(pipe.babilong)}
         evaluated = ([] if self.design != "evaluate"
@@ -571,20 +497,20 @@ class RunSet:
         self.babilong_eval = {}
         for name in evaluated:
             run = self.finetune[name]
-            self.babilong_eval[name] = Run("babilong-eval", name, pipe.profile,
+            self.babilong_eval[name] = new("babilong-eval", name, pipe.profile,
                                            babilong_eval_identity(pipe, run), run.spec, (run,))
         self.longbench: dict[str, Run] = {}
         if pipe.longbench.enabled:
             for name in pipe.longbench.finetune_runs or self.grid:
                 run = self.finetune[name]
-                self.longbench[name] = Run("longbench", name, pipe.profile,
+                self.longbench[name] = new("longbench", name, pipe.profile,
                                            longbench_identity(pipe, run), run.spec, (run,))
         self.probes: dict[str, Run] = {}
         pop = pipe.population
 
         def probe(name: str, source: Run | str, rope: dict[str, Any] | None) -> None:
             needs = (base,) if source is base or isinstance(source, str) else (source, base)
-            self.probes[name] = Run("probe", name, pipe.profile,
+            self.probes[name] = new("probe", name, pipe.profile,
                                     probe_identity(pipe, source, rope), None, needs)
 
         probe("base", base, None)
@@ -597,7 +523,7 @@ class RunSet:
         for model in pop.models:
             probe(probe_name(model), model, None)
         for model in pop.reference_models:  # forward only, on its own tokens: not in Table 1
-            self.probes[f"ref_{model}"] = Run("probe", f"ref_{model}", pipe.profile,
+            self.probes[f"ref_{model}"] = new("probe", f"ref_{model}", pipe.profile,
                                               reference_identity(pipe, model), None, ())
 
     def of_kind(self, kind: str) -> dict[str, Run]:

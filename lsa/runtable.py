@@ -1,20 +1,27 @@
-"""The shared run table: one row per finished fine-tuning run (``collect_runs``), the training
-logs (``curves``), the protocol's numbers of one model (``measured_row``) and the labels and
-column order every section's tables use. Sections 4.1 (Table 1), 5.1-5.2 and 5.3 read their
-runs through it; runs are found through ``runs_of(pipe)`` (``lsa.runs``), so reading results
-imports no torch.
+"""What the runs wrote, as tables: the one place that reads run folders for the sections.
+
+``RunTables`` is what the section driver (``lsa.sections.drive``) hands a section's pure
+``analyse``: each table a section declares (``tables:`` in its ``section.yaml``) read once from
+the finished runs of a plan (``lsa.runs.RunSet``) by the reader of that name (``READERS``), so a
+section is a function of tables and a test builds them by hand. Beside the readers: the
+protocol's numbers of one model (``measured_row``) and the labels and column order every
+section's tables use. Reading results imports no torch.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from lsa.config import PipelineConfig
-from lsa.runs import runs_of
+
+if TYPE_CHECKING:
+    from lsa.runs import RunSet
 
 
 def loss_label(alpha: float) -> str:
@@ -93,17 +100,16 @@ def window_columns(frame: pd.DataFrame, kind: str = "ppl") -> list[str]:
     return sorted(found, key=lambda c: int(c[len(kind) + 1:-1]))
 
 
-def collect_runs(pipe: PipelineConfig, names: list[str] | None = None) -> pd.DataFrame:
-    """One row per finished fine-tuning run (``names``: these runs; default the Section
-    5.1-5.2 grid and explicit runs): method, alpha, seed, the base model's pretraining seed
-    (``base_seed``), setting (``setting_label``),
+def collect_runs(pipe: PipelineConfig, plan: RunSet, names: list[str]) -> pd.DataFrame:
+    """One row per finished fine-tuning run of ``names`` (in that order): method, alpha, seed,
+    the base model's pretraining seed (``base_seed``), setting (``setting_label``),
     perplexities by multiple of the training window, long-window perplexity, misalignment
     metric (``misalignment``: the paper's positions, both contexts >= l_train / 2;
     ``misalignment_all``: every overlap position) and its parts, final training losses,
     training wall time."""
     rows = []
-    for name in runs_of(pipe).grid if names is None else names:
-        run = runs_of(pipe).finetune[name]
+    for name in names:
+        run = plan.finetune[name]
         if not run.finished:
             continue
         m, log, spec = run.metrics(), run.log(), run.spec
@@ -122,12 +128,12 @@ def collect_runs(pipe: PipelineConfig, names: list[str] | None = None) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def curves(pipe: PipelineConfig, names: list[str] | None = None) -> pd.DataFrame:
-    """Training logs of every finished run (``names``; default the grid), long format (run,
-    method, alpha, seed, setting, step, ...)."""
+def curves(plan: RunSet, names: list[str]) -> pd.DataFrame:
+    """Training logs of every finished run of ``names``, long format (run, method, alpha,
+    seed, setting, step, ...)."""
     frames = []
-    for name in runs_of(pipe).grid if names is None else names:
-        run = runs_of(pipe).finetune[name]
+    for name in names:
+        run = plan.finetune[name]
         if run.finished:
             spec = run.spec
             frames.append(pd.DataFrame(run.log()).assign(
@@ -142,3 +148,289 @@ def by_method(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     agg.columns = [f"{c}_{s}" for c, s in agg.columns]
     return agg.reset_index()
 
+
+
+# ---------------------------------------------------------------------------------------------
+# the readers: one table each, from the finished runs of a plan
+
+
+def read_longbench(plan: RunSet) -> pd.DataFrame:
+    """One row per finished LongBench-E evaluation (``lsa.jobs.longbench_evaluate``): run,
+    method, alpha, loss, seed, the score of each length bucket and ``LongBench-E`` (unweighted
+    means over datasets)."""
+    rows = []
+    for name, run in plan.longbench.items():
+        if not run.finished:
+            continue
+        m = run.metrics()
+        rows.append({"run": name, "method": m["method"], "alpha": m["alpha"],
+                     "loss": loss_label(m["alpha"]), "seed": m["seed"], **m["buckets"],
+                     "LongBench-E": m["longbench_e"]})
+    return pd.DataFrame(rows)
+
+
+def read_babilong(plan: RunSet) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-sample rows of every finished BABILong run of the configured design: (accuracy
+    grid, depth grid). Train design: the BABILong fine-tuning runs (``multiple`` = length /
+    l_train); evaluate design: the evaluations (``plan.babilong_eval``), tagged with
+    ``design``, ``finetune_run`` and the evaluated run's ``method`` and ``l_train``."""
+    acc: list[dict[str, Any]] = []
+    depth: list[dict[str, Any]] = []
+    if plan.design == "evaluate":
+        seen: dict[tuple, str] = {}
+        for run in plan.babilong_eval.values():
+            if not run.finished:
+                continue
+            m = run.metrics()
+            tags = {"run": run.name, "design": "evaluate", "finetune_run": m["finetune_run"],
+                    "method": m["method"], "l_train": m["l_train"], "alpha": m["alpha"],
+                    "loss": loss_label(m["alpha"]), "seed": m["seed"]}
+            model = (m["method"], m["l_train"], m["alpha"], m["seed"])
+            if model in seen:  # their answers would be pooled and paired as one model's
+                raise ValueError(f"BABILong runs {seen[model]} and {run.name} are both "
+                                 f"{m['method']} at l_train {m['l_train']}, alpha "
+                                 f"{m['alpha']:g}, seed {m['seed']}: list one of them in "
+                                 "babilong.finetune_runs")
+            seen[model] = run.name
+            acc.extend({**tags, **row} for row in m["accuracy"])
+            depth.extend({**tags, **row} for row in m["depth"])
+        return pd.DataFrame(acc), pd.DataFrame(depth)
+    for run in plan.babilong.values():
+        if not run.finished:
+            continue
+        m, spec = run.metrics(), run.spec
+        tags = {"run": run.name, "method": spec.method, "alpha": spec.alpha,
+                "loss": loss_label(spec.alpha), "seed": spec.seed, "multiple": None}
+        for row in m["accuracy"]:
+            acc.append({**tags, **row, "multiple": row["length"] // m["l_train"]})
+        for row in m["depth"]:
+            depth.append({**tags, **row, "multiple": row["length"] // m["l_train"]})
+    return pd.DataFrame(acc), pd.DataFrame(depth)
+
+
+def read_babilong_sources(plan: RunSet) -> dict[str, Any]:
+    """Where the finished BABILong runs' data came from. Train design: the bAbI source and
+    the training samples per task of the first run; evaluate design: the bAbI source,
+    haystack books, prompts file (path, sha256, parts) and greedy tokens (one value when
+    every run agrees, else per run) and the fine-tuning run each evaluation read."""
+    if plan.design != "evaluate":
+        finished = [r for r in plan.babilong.values() if r.finished]
+        if not finished:
+            return {}
+        first = finished[0].metrics()
+        return {"babi_source": first["babi_source"], "train_samples": first["train_samples"]}
+    metrics = {run.name: run.metrics() for run in plan.babilong_eval.values() if run.finished}
+    out: dict[str, Any] = {"design": "evaluate"}
+    for key in ("babi_source", "books_source", "prompts", "max_new_tokens"):
+        values = {name: m.get(key) for name, m in metrics.items()}
+        distinct = {repr(v) for v in values.values()}
+        out[key] = next(iter(values.values())) if len(distinct) == 1 else values
+    out["evaluated"] = {name: m.get("finetune_run") for name, m in metrics.items()}
+    return out
+
+
+def _trained_on(spec) -> str:
+    return "none" if spec is None or spec.alpha == 0 else spec.divergence
+
+
+def _babilong_accuracy(plan: RunSet) -> dict[tuple[str, str], float]:
+    """Mean BABILong accuracy (all tasks and lengths) of each finished BABILong run (train
+    design) or evaluation (evaluate design, keyed by the evaluated run)."""
+    out = {}
+    for kind, runs in (("babilong", plan.babilong), ("babilong-eval", plan.babilong_eval)):
+        for name, run in runs.items():
+            if run.finished:
+                rows = run.metrics().get("accuracy", [])
+                if rows:
+                    out[(kind, name)] = float(np.mean([r["correct"] for r in rows]))
+    return out
+
+
+def read_models(pipe: PipelineConfig, plan: RunSet) -> pd.DataFrame:
+    """Table 1's raw rows, one per finished model measured at ``finetune.l_train``: ``model``,
+    ``unit`` (its configuration: method and setting without the seed), ``kind``, ``group``
+    (fine-tuning, ablation, probe), method, alpha, seed, setting, ``trained_on`` (none / sce /
+    jeffreys / entropy), ``babilong`` (mean accuracy, where it has one), the protocol's
+    numbers (``measured_row``) and ``train_loss_logged`` (a run's logged CE at its end). The
+    fine-tuning runs first, then the probes (reference models apart: ``read_references``)."""
+    ft = pipe.finetune
+    grid = set(plan.grid)
+    babilong_acc = _babilong_accuracy(plan)
+    rows: list[dict[str, Any]] = []
+    for name, run in plan.finetune.items():
+        spec = run.spec
+        if not run.finished or ft.l_train_of(spec) != ft.l_train:
+            continue  # another training window: another protocol
+        setting = setting_label(spec)
+        rows.append({"model": name, "unit": f"{spec.method} {setting}",
+                     "group": "fine-tuning" if name in grid else "ablation",
+                     "kind": "fine-tuning run", "method": spec.method, "alpha": spec.alpha,
+                     "seed": spec.seed, "setting": setting, "trained_on": _trained_on(spec),
+                     "babilong": babilong_acc.get(("babilong-eval", name), math.nan),
+                     **measured_row(run.metrics(), ft.l_train),
+                     "train_loss_logged": final_ce(run.log())})
+    for name, run in plan.probes.items():
+        if not run.finished or "reference" in run.identity:
+            continue  # a reference model is measured on its own tokens: not in Table 1
+        rope = run.identity["rope"]
+        source = run.needs[0]
+        kind = ("base + RoPE, no fine-tuning" if rope else "base model" if source is plan.base
+                and run.identity["model"] == plan.base.id else
+                "BABILong run" if source is not plan.base else "hub model")
+        spec = source.spec if source.kind == "babilong" else None
+        setting = (f"{rope['method']} x{rope['factor']}" if rope else
+                   setting_label(spec) if spec else "-")
+        unit = ("base" if kind == "base model" else f"base {setting}" if rope else
+                f"babilong {spec.method} {setting}" if spec else name)
+        rows.append({"model": name, "unit": unit, "group": "probe", "kind": kind,
+                     "method": rope["method"] if rope else (spec.method if spec else "none"),
+                     "alpha": spec.alpha if spec else 0.0,
+                     "seed": spec.seed if spec else math.nan, "setting": setting,
+                     "trained_on": _trained_on(spec),
+                     "babilong": babilong_acc.get(("babilong", source.name), math.nan),
+                     **measured_row(run.metrics(), ft.l_train)})
+    return pd.DataFrame(rows)
+
+
+def audit_models(method: str) -> list[str]:
+    """The models whose last-position samples Table 1's audit 3 bins (the base model, the
+    ablation method's CE-only and SCE 0.1 runs of seed 0, the base model under its RoPE x2)."""
+    return ["base", f"{method}_a0_s0", f"{method}_a0.1_s0", f"base_{method}_x2"]
+
+
+def read_last_positions(pipe: PipelineConfig, plan: RunSet) -> pd.DataFrame:
+    """The last-position samples (``l_extra``, ``top1_change``, ``tv``) of each finished model
+    of ``audit_models``, tagged with ``model``, in that order."""
+    by_name = {**plan.finetune, **{f"probe:{k}": v for k, v in plan.probes.items()}}
+    frames = []
+    for model in audit_models(pipe.ablation.method):
+        run = by_name.get(model) or by_name.get(f"probe:{model}")
+        if run is None or not run.finished:
+            continue
+        samples = pd.DataFrame(run.metrics().get("last_position", []))
+        if len(samples):
+            frames.append(samples.assign(model=model))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+#: the parts of the misalignment a reference model reports, with their standard errors
+REFERENCE_PARTS = ("misalignment", "jeffreys", "entropy", "top1_change")
+
+
+def read_references(plan: RunSet) -> pd.DataFrame:
+    """One row per finished reference model (a model trained as the paper's were, measured on
+    its own tokens): ``model``, ``window`` and each part of ``REFERENCE_PARTS`` with its
+    standard error (``<part>_se``)."""
+    rows = []
+    for run in plan.probes.values():
+        if "reference" in run.identity and run.finished:
+            m = run.metrics()
+            rows.append({"model": run.identity["model"], "window": m["window"],
+                         **{c: m[c]["mean"] for c in REFERENCE_PARTS},
+                         **{f"{c}_se": m[c]["stderr"] for c in REFERENCE_PARTS}})
+    return pd.DataFrame(rows)
+
+
+def read_base_gains(pipe: PipelineConfig, plan: RunSet) -> pd.DataFrame:
+    """Each finished base model's far-copy gain at its window (gate G1's number, computed by
+    ``lsa.gates.gate_g1``) with its 95 % interval: ``base``, ``value``, ``low``, ``high``."""
+    from lsa.gates import gate_g1
+
+    rows = []
+    for name, base in plan.bases.items():
+        if base.finished:
+            g = gate_g1(base.metrics(), pipe.pretrain.model.base_window, pipe.gates.g1_min_gain)
+            if g.passed is not None:
+                rows.append({"base": name, "value": g.value, "low": g.low, "high": g.high})
+    return pd.DataFrame(rows, columns=["base", "value", "low", "high"])
+
+
+@dataclass
+class RunTables:
+    """The tables a section's ``analyse`` reads, each read once from the finished runs by the
+    driver (``read_tables``) or built by hand in a test; a table the section does not declare
+    stays None. ``names``: the plan's run names of each group (``grid``, ``ablation``,
+    ``babilong_eval``, ``longbench``), so a section selects runs without the plan."""
+
+    grid: pd.DataFrame | None = None          # collect_runs over the Section 5.1-5.2 grid
+    curves: pd.DataFrame | None = None        # the grid's training logs
+    longbench: pd.DataFrame | None = None     # read_longbench
+    ablation: pd.DataFrame | None = None      # collect_runs over Section 5.3's runs
+    base_gains: pd.DataFrame | None = None    # read_base_gains
+    babilong_accuracy: pd.DataFrame | None = None  # read_babilong, the accuracy grid
+    babilong_depth: pd.DataFrame | None = None     # read_babilong, the depth grid
+    babilong_sources: dict[str, Any] | None = None  # read_babilong_sources
+    models: pd.DataFrame | None = None        # read_models (Table 1's raw rows)
+    last_positions: pd.DataFrame | None = None  # read_last_positions (audit 3)
+    references: pd.DataFrame | None = None    # read_references
+    synthetic: pd.DataFrame | None = None     # Section 3's grid, trained in the kernel
+    sections: dict[str, dict[str, Any]] | None = None  # read_sections (the report's inputs)
+    names: dict[str, list[str]] = field(default_factory=dict)
+
+    def need(self, *tables: str) -> None:
+        """Fail naming the tables a section reads that were not read for it."""
+        missing = [t for t in tables if getattr(self, t) is None]
+        if missing:
+            raise ValueError(f"run tables {missing} were not read: declare them under "
+                             "`tables:` in the section's section.yaml")
+
+
+def _synthetic(pipe: PipelineConfig, plan: RunSet) -> pd.DataFrame:
+    from lsa.sections.synthetic.model import run_grid
+
+    return run_grid(pipe.synthetic)
+
+
+def _babilong(pipe: PipelineConfig, plan: RunSet) -> dict[str, Any]:
+    accuracy, depth = read_babilong(plan)
+    return {"babilong_accuracy": accuracy, "babilong_depth": depth,
+            "babilong_sources": read_babilong_sources(plan)}
+
+
+#: what a section declares under ``tables:`` and how each is read: (pipe, plan) -> the
+#: ``RunTables`` fields it fills
+READERS: dict[str, Callable[[PipelineConfig, RunSet], dict[str, Any]]] = {
+    "grid": lambda pipe, plan: {"grid": collect_runs(pipe, plan, plan.grid)},
+    "curves": lambda pipe, plan: {"curves": curves(plan, plan.grid)},
+    "longbench": lambda pipe, plan: {"longbench": read_longbench(plan)},
+    "ablation": lambda pipe, plan: {"ablation": collect_runs(pipe, plan, plan.ablation)},
+    "base_gains": lambda pipe, plan: {"base_gains": read_base_gains(pipe, plan)},
+    "babilong": _babilong,
+    "models": lambda pipe, plan: {"models": read_models(pipe, plan)},
+    "last_positions": lambda pipe, plan: {"last_positions": read_last_positions(pipe, plan)},
+    "references": lambda pipe, plan: {"references": read_references(plan)},
+    "synthetic": lambda pipe, plan: {"synthetic": _synthetic(pipe, plan)},
+    "sections": lambda pipe, plan: {"sections": read_sections(pipe, plan)},
+}
+
+
+def read_tables(pipe: PipelineConfig, plan: RunSet, tables: list[str]) -> RunTables:
+    """The ``tables`` of ``pipe``'s finished runs (``READERS``), once each, with the plan's
+    run names."""
+    unknown = sorted(set(tables) - set(READERS))
+    if unknown:
+        raise ValueError(f"run tables {unknown}: known are {', '.join(READERS)}")
+    read: dict[str, Any] = {}
+    for name in tables:
+        read.update(READERS[name](pipe, plan))
+    names = {"grid": list(plan.grid), "ablation": list(plan.ablation),
+             "babilong_eval": list(plan.babilong_eval), "longbench": list(plan.longbench)}
+    return RunTables(**read, names=names)
+
+
+def read_sections(pipe: PipelineConfig, plan: RunSet) -> dict[str, dict[str, Any]]:
+    """The report's inputs: each section of ``report.sections`` that has results, by key, with
+    its ``metrics.json`` (``metrics``) and ``run_info.json`` (``run_info``), in that order:
+    the profile's, or a published snapshot's where the plan reads one (``lsa.published``)."""
+    import json
+
+    from lsa import files, paths
+
+    out = {}
+    for key in pipe.report.sections:
+        folder = (plan.root.parent / "sections" / key if plan.root is not None
+                  else paths.section_dir(pipe.profile, key))
+        if files.exists(folder / "metrics.json"):
+            out[key] = {"metrics": json.loads(files.read_text(folder / "metrics.json")),
+                        "run_info": files.read_json(folder / "run_info.json")}
+    return out

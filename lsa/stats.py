@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 
@@ -84,11 +84,18 @@ def paired_interval(changed, baseline, confidence: float = 0.95) -> PairedInterv
 # interval excludes 0.
 
 
+#: every word a verdict can be, the one type of ``lsa.claims.Claim.verdict`` and of what the
+#: rules below return: ``PAPER_VERDICTS`` and ``CONTROL_OUTCOMES``, then "not run" and
+#: "premise not met" (a test holds the word lists and this type together)
+Verdict = Literal["agrees", "disagrees", "smaller than the paper's effect", "underpowered",
+                  "inconclusive", "helps", "hurts", "unclear", "lowers", "raises", "passes",
+                  "fails", "not run", "premise not met"]
+
 #: the verdict of a claim whose runs a profile does not make
-NOT_RUN = "not run"
+NOT_RUN: Final = "not run"
 
 
-def sign_verdict(low: float, high: float, paper_sign: int, n: int | None = None) -> str:
+def sign_verdict(low: float, high: float, paper_sign: int, n: int | None = None) -> Verdict:
     """``agrees`` / ``disagrees`` when ``[low, high]`` excludes 0 on the paper's side or on the
     other; ``inconclusive`` when it holds 0, is undefined, or rests on fewer than two paired
     values (``n``, when given); ``not run`` when ``n`` is 0."""
@@ -104,23 +111,24 @@ def sign_verdict(low: float, high: float, paper_sign: int, n: int | None = None)
 
 #: what a verdict on a paper claim can say once an interval is measured: the sign verdicts,
 #: and for an interval that holds 0 what it rules out
-SMALLER = "smaller than the paper's effect"
-UNDERPOWERED = "underpowered"
-PREMISE_NOT_MET = "premise not met"
+SMALLER: Final = "smaller than the paper's effect"
+UNDERPOWERED: Final = "underpowered"
+PREMISE_NOT_MET: Final = "premise not met"
 #: every verdict a paper claim can get from its numbers ("inconclusive": Section 3's majority
 #: of seeds, which has no interval); then "premise not met" or "not run"
-PAPER_VERDICTS = ("agrees", "disagrees", SMALLER, UNDERPOWERED, "inconclusive")
+PAPER_VERDICTS: tuple[Verdict, ...] = ("agrees", "disagrees", SMALLER, UNDERPOWERED, "inconclusive")
 #: the outcome words of the project's controls and audits: an effect that helps (lower is
 #: better for NLL and perplexity), a quantity that moves, an audit's pass; the third of each
 #: is the interval across 0 (or one seed)
-HELPS = ("helps", "hurts", "unclear")
-MOVES = ("lowers", "raises", "unclear")
-AUDIT = ("passes", "fails", "unclear")
-CONTROL_OUTCOMES = (*HELPS[:2], *MOVES[:2], *AUDIT[:2], HELPS[2])
+#: three outcome words: below 0, above 0, across 0
+Outcomes = tuple[Verdict, Verdict, Verdict]
+HELPS: Outcomes = ("helps", "hurts", "unclear")
+MOVES: Outcomes = ("lowers", "raises", "unclear")
+AUDIT: Outcomes = ("passes", "fails", "unclear")
+CONTROL_OUTCOMES: tuple[Verdict, ...] = (*HELPS[:2], *MOVES[:2], *AUDIT[:2], HELPS[2])
 
 
-def control_outcome(low: float, high: float, seeds: int, words: tuple[str, str, str] = HELPS
-                    ) -> str:
+def control_outcome(low: float, high: float, seeds: int, words: Outcomes = HELPS) -> Verdict:
     """A control's outcome: ``words[0]`` when the interval lies below 0, ``words[1]`` above,
     ``words[2]`` when it contains 0 or there is one seed; "not run" without runs."""
     if seeds == 0 or (isinstance(low, float) and math.isnan(low) and seeds > 1):
@@ -130,14 +138,15 @@ def control_outcome(low: float, high: float, seeds: int, words: tuple[str, str, 
     return words[0] if high < 0 else words[1] if low > 0 else words[2]
 
 
-def audit_outcome(verdict: str) -> str:
+def audit_outcome(verdict: Verdict) -> Verdict:
     """An audit's outcome from the verdict its comparison would get as a claim of the paper's
     (``sign_verdict``'s words): passes, fails, unclear, or not run."""
-    return {"agrees": "passes", "disagrees": "fails", "inconclusive": "unclear"}.get(verdict,
-                                                                                     verdict)
+    audit: dict[Verdict, Verdict] = {"agrees": "passes", "disagrees": "fails",
+                                     "inconclusive": "unclear"}
+    return audit.get(verdict, verdict)
 
 
-def threshold_outcome(low: float, high: float, bar: float) -> str:
+def threshold_outcome(low: float, high: float, bar: float) -> Verdict:
     """A check against a threshold ``bar``: passes when the whole interval lies above it, fails
     when the whole interval lies below it, unclear otherwise."""
     return AUDIT[0] if low > bar else AUDIT[1] if high < bar else AUDIT[2]
@@ -160,7 +169,7 @@ def equivalence_p(diffs, margin: float) -> float:
 
 
 def resolve_verdict(low: float, high: float, paper_sign: int, effect: float | None,
-                    n: int | None = None, diffs=None, confidence: float = 0.95) -> str:
+                    n: int | None = None, diffs=None, confidence: float = 0.95) -> Verdict:
     """The verdict vocabulary of every section: ``agrees`` / ``disagrees`` where the interval
     ``[low, high]`` excludes 0 (``sign_verdict``); where it holds 0, ``smaller than the paper's
     effect`` when it lies wholly inside +-``effect`` (the paper's effect: an equivalence result,
@@ -206,14 +215,14 @@ def seeds_for_halfwidth(sd: float, target: float, confidence: float = 0.95,
     return None
 
 
-def interval_verdict(interval: PairedInterval, paper_sign: int) -> str:
+def interval_verdict(interval: PairedInterval, paper_sign: int) -> Verdict:
     """``sign_verdict`` of a paired seed interval (``not run`` without data)."""
     if math.isnan(interval.mean):
         return sign_verdict(interval.low, interval.high, paper_sign, n=0)
     return sign_verdict(interval.low, interval.high, paper_sign, n=interval.n)
 
 
-def majority_verdict(wins: int, total: int, mean_better: bool) -> str:
+def majority_verdict(wins: int, total: int, mean_better: bool) -> Verdict:
     """Section 3, by seed (no interval): 'agrees' when the mean and a strict majority of seeds
     go the paper's way, 'disagrees' when neither does, 'inconclusive' otherwise."""
     if total == 0:
@@ -225,7 +234,7 @@ def majority_verdict(wins: int, total: int, mean_better: bool) -> str:
     return "inconclusive"
 
 
-def equivalence_verdict(low: float, high: float, margin: float) -> str:
+def equivalence_verdict(low: float, high: float, margin: float) -> Verdict:
     """For a paper claim of "comparable": ``agrees`` when the interval lies within +-margin,
     ``disagrees`` when it lies wholly beyond it, ``underpowered`` otherwise (it holds a margin:
     too wide to tell)."""

@@ -12,10 +12,10 @@ without GPUs ``--multi_gpu --num_processes N`` starts N gloo processes, ``--cpu`
 mixed precision is fp32 master weights under torch autocast (see ``train``); LoRA/QLoRA from
 peft; NF4 from bitsandbytes (see ``lsa.models``).
 
-It writes into a run folder (layout and "finished" marker: ``lsa.runs``) ``config.json``,
-``metrics.jsonl`` (one line per optimizer step; ``lr`` is the learning rate that step applied),
-``checkpoint/`` (when ``save_every`` > 0) and ``model/``; the job marks the run finished after
-its evaluation (``lsa.runs.mark_finished``).
+It writes into a run folder (layout: ``lsa.runs``; the log and the "finished" marker:
+``lsa.markers``) ``config.json``, ``metrics.jsonl`` (one line per optimizer step; ``lr`` is the
+learning rate that step applied), ``checkpoint/`` (when ``save_every`` > 0) and ``model/``; the
+job marks the run finished after its evaluation (``lsa.markers.mark_finished``).
 """
 
 from __future__ import annotations
@@ -36,19 +36,11 @@ from tqdm.auto import tqdm
 
 from lsa import faults
 from lsa.alignment import ce_loss, misalignment_loss
-from lsa.config import (
-    CeOn,
-    Detach,
-    DivergenceName,
-    FinetuneConfig,
-    OptimConfig,
-    Positions,
-    ReduceTerms,
-    RunConfig,
-)
+from lsa.config import FinetuneConfig, OptimConfig, RunConfig
 from lsa.files import atomic_write_text, write_json
+from lsa.markers import FINISHED, LOG
 from lsa.misalign import sample_l_extra
-from lsa.runs import FINISHED, LOG
+from lsa.options import CeOn, Detach, DivergenceName, Positions, ReduceTerms
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -58,8 +50,9 @@ class NonFiniteLossError(FloatingPointError):
 @dataclass(frozen=True)
 class Objective:
     """What a step optimises: the window and the misalignment options of ``lsa.misalign``,
-    with the configuration's types (``lsa.config``). A fine-tuning run's comes from its run
-    and fine-tuning settings (``for_run``); the base model trains on CE alone."""
+    typed by their names' one home (``lsa.options``, as the configuration's fields are). A
+    fine-tuning run's comes from its run and fine-tuning settings (``for_run``); the base model
+    trains on CE alone."""
 
     l_train: int
     alpha: float = 0.0

@@ -1,14 +1,20 @@
-"""Section 5.3 (lsa.sections.ablations.items) and the ablation runs of the configuration."""
+"""Section 5.3 (lsa.sections.ablations: its analyse on fixture tables, its tables and claims)
+and the ablation runs of the configuration."""
 
+import dataclasses
 import math
+import typing
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from lsa.config import AblationConfig, ConfigError, load_config
+from lsa.config import AblationConfig, AblationItem, ConfigError, load_config
+from lsa.gates import Gate
 from lsa.runs import ablation_specs, make_run, runs_of, runs_root
-from lsa.sections.ablations import items as ablation
+from lsa.runtable import RunTables
+from lsa.sections import ablations, with_premise
+from lsa.sections.ablations import claims, tables
 from lsa.stats import sign_verdict
 
 
@@ -43,7 +49,7 @@ def test_mini_full_shares_minis_run_folders():
     assert full.base.id == mini.base.id
     assert set(mini.ablation) < set(full.ablation)
     items = load_config(profile="mini-full").ablation.items
-    assert set(items) == set(ablation.ITEMS)
+    assert set(items) == {item.key for item in ablations.ITEMS}
 
 
 @pytest.mark.parametrize("data, words", [
@@ -75,7 +81,7 @@ def test_paired_effects_by_hand():
     runs = table({("pi", "CE", 0): 10.0, ("pi", "CE", 1): 12.0, ("pi", "CE", 2): 11.0,
                   ("pi", "Jeffreys 0.1", 0): 9.0, ("pi", "Jeffreys 0.1", 1): 10.0,
                   ("pi", "Jeffreys 0.1", 2): 10.0})
-    eff = ablation.effects(runs, [("pi", "Jeffreys 0.1", "pi", "CE")], ["ppl_4x"])
+    eff = tables.effects(runs, [("pi", "Jeffreys 0.1", "pi", "CE")], ["ppl_4x"])
     row = eff.iloc[0]
     # differences -1, -2, -1: mean -4/3, sd 0.577, t(2) 4.303 -> half width 1.434
     assert row.delta == pytest.approx(-4 / 3)
@@ -86,6 +92,12 @@ def test_paired_effects_by_hand():
     assert sign_verdict(0.5, 2.0, -1, 3) == "disagrees"
     assert sign_verdict(-2.0, -0.5, -1, 1) == "inconclusive"  # one seed: no verdict
     assert sign_verdict(math.nan, math.nan, -1, 0) == "not run"
+
+
+def given(cfg, column, steps=10, equal_steps=20.0):
+    """What an item's claims read beside its effects (``ablations.ItemInputs``)."""
+    return ablations.ItemInputs(cfg=cfg, column=column, runs=pd.DataFrame(), steps=steps,
+                                equal_steps=equal_steps)
 
 
 def _eff(rows):
@@ -105,13 +117,13 @@ def test_closing_text_leads_with_the_same_cost_control_and_the_metric():
          "delta": 0.1, "low": -0.2, "high": 0.4},
         {"setting": "SCE 0.1", "baseline": "pi CE", "column": "nll_4x",
          "delta": 0.1, "low": 0.05, "high": 0.15}])
-    text = ablation.closing_text(eff, "nll_4x")
+    text = claims.closing_text(eff, "nll_4x")
     jeff = next(line for line in text.splitlines() if line.startswith("- **Jeffreys 1**"))
     assert jeff.index("against pi CE (both windows): helps") < jeff.index("against pi CE: helps")
     assert "L_misalign unclear" in jeff and "helps without lowering the paper's metric" in jeff
     assert "against pi CE: hurts" in text and "against pi CE (both windows): unclear" in text
     assert "Against the same-cost control, alignment without sharpening helps" in text
-    assert "not run" in ablation.closing_text(None, "nll_4x")
+    assert "not run" in claims.closing_text(None, "nll_4x")
 
 
 def test_far_context_text_answers_whether_a_regularizer_ignores_far_context():
@@ -124,27 +136,27 @@ def test_far_context_text_answers_whether_a_regularizer_ignores_far_context():
          "delta": 0.1, "low": -0.2, "high": 0.4},
         {"setting": "Jeffreys 1", "baseline": "pi CE (both windows)", "column": "nll_copy_1x",
          "delta": 0.1, "low": 0.05, "high": 0.15}])   # the fair control does not decide it
-    text = ablation.far_context_text(eff)
+    text = claims.far_context_text(eff)
     assert "SCE 0.1 raise the copy NLL against CE-only" in text
     assert "Jeffreys 1 raise" not in text
     assert "Jeffreys and SCE differ there (SCE: raises; Jeffreys: unclear)" in text
     assert "nll_4x" not in text
     calm = eff.assign(low=-0.1, high=0.2)
-    assert "No arm raises the copy NLL" in ablation.far_context_text(calm)
-    assert "behave alike" in ablation.far_context_text(calm)
-    assert "not answered" in ablation.far_context_text(None)
+    assert "No arm raises the copy NLL" in claims.far_context_text(calm)
+    assert "behave alike" in claims.far_context_text(calm)
+    assert "not answered" in claims.far_context_text(None)
     # no verdict from the 2x probes alone, nor from one seed
-    assert "not answered" in ablation.far_context_text(eff[eff["column"] != "nll_copy_1x"])
-    assert "not answered" in ablation.far_context_text(eff.assign(seeds=1))
+    assert "not answered" in claims.far_context_text(eff[eff["column"] != "nll_copy_1x"])
+    assert "not answered" in claims.far_context_text(eff.assign(seeds=1))
     runs = pd.DataFrame(columns=["nll_copy_1x", "nll_copy_4x", "nll_copy_2x", "nll_1x"])
-    assert ablation.far_columns(runs) == ["nll_copy_1x", "nll_copy_2x"]
+    assert tables.far_columns(runs) == ["nll_copy_1x", "nll_copy_2x"]
 
 
 def test_base_effects_pair_within_each_base_model_and_keep_its_variance():
     from lsa.config import AblationConfig
 
     cfg = AblationConfig(seeds=[0, 1], base_seeds=[1], alpha=0.1, robust_jeffreys_alpha=1.0)
-    assert ablation.core_pairs(cfg)[0] == ("SCE 0.1", "CE (both windows)")
+    assert tables.core_pairs(cfg)[0] == ("SCE 0.1", "CE (both windows)")
     rows = []
     for base, shift in ((0, -1.0), (1, +3.0)):  # the SCE effect: -1 on base 0, +3 on base 1
         for seed in (0, 1):
@@ -153,7 +165,7 @@ def test_base_effects_pair_within_each_base_model_and_keep_its_variance():
                                ("SCE 0.1", 10.0 + shift)):
                 rows.append({"method": "pi", "setting": setting, "seed": seed,
                              "base_seed": base, "nll_4x": v + noise + base})
-    eff = ablation.base_effects(pd.DataFrame(rows), cfg, ["nll_4x"], n_resamples=400)
+    eff = tables.base_effects(pd.DataFrame(rows), cfg, ["nll_4x"], n_resamples=400)
     row = eff[(eff["setting"] == "SCE 0.1") & (eff["baseline"] == "CE (both windows)")].iloc[0]
     assert row.delta == pytest.approx(1.0) and row.pairs == 4 and row.bases == 2
     assert row.per_base == "base 0: -1, base 1: +3"
@@ -161,17 +173,19 @@ def test_base_effects_pair_within_each_base_model_and_keep_its_variance():
     assert row.low == pytest.approx(-1.0) and row.high == pytest.approx(3.0)
     flat = eff[(eff["setting"] == "CE (both windows)") & (eff["baseline"] == "CE")].iloc[0]
     assert flat.delta == pytest.approx(-1.0) and (flat.low, flat.high) == pytest.approx((-1, -1))
-    text = ablation.bases_text(eff)
+    text = claims.bases_text(eff)
     assert "SCE 0.1 vs CE (both windows)**, nll_4x: +1 [-1, +3]" in text
     assert "unclear, opposite signs between base models" in text
     assert "CE (both windows) vs CE**, nll_4x: -1 [-1, -1]" in text and "helps, the same sign" \
         in text
-    assert "One base model" in ablation.bases_text(None)
-    one = ablation.base_effects(pd.DataFrame(rows)[lambda r: r["base_seed"] == 0], cfg,
+    assert "One base model" in claims.bases_text(None)
+    one = tables.base_effects(pd.DataFrame(rows)[lambda r: r["base_seed"] == 0], cfg,
                                 ["nll_4x"], n_resamples=50)
-    text = ablation.bases_text(one, {"base": "1.2 +- 0.1 nats", "base_s1": "0.3 +- 0.2 nats"})
+    gains = pd.DataFrame([{"base": "base", "value": 1.2, "low": 1.1, "high": 1.3},
+                          {"base": "base_s1", "value": 0.3, "low": 0.1, "high": 0.5}])
+    text = claims.bases_text(one, gains)
     assert "one base model only" in text and "same sign" not in text
-    assert "base: 1.2 +- 0.1 nats; base_s1: 0.3 +- 0.2 nats" in text
+    assert "base: 1.2 [1.1, 1.3] nats; base_s1: 0.3 [0.1, 0.5] nats" in text
 
 
 def test_far_context_claims_come_after_the_items_claims_whose_ids_stay():
@@ -184,10 +198,10 @@ def test_far_context_claims_come_after_the_items_claims_whose_ids_stay():
             for s in ("SCE 0.1", "Jeffreys 1", "entropy 0.1")
             for c in ("nll_4x", "ppl_4x", "misalignment", "jeffreys", "mean_entropy",
                       "nll_copy_1x", "nll_copy_2x")]
-    with_far, without = ablation.Claims(), ablation.Claims()
-    ablation.divergence_claims(with_far, pd.DataFrame(rows), cfg, "nll_4x")
+    with_far, without = claims.Claims(), claims.Claims()
+    claims.divergence_claims(with_far, pd.DataFrame(rows), given(cfg, "nll_4x"))
     plain = pd.DataFrame([r for r in rows if not r["column"].startswith("nll_copy")])
-    ablation.divergence_claims(without, plain, cfg, "nll_4x")
+    claims.divergence_claims(without, plain, given(cfg, "nll_4x"))
     ids = [c.id for c in with_far.claims]
     assert ids[:len(without.claims)] == [c.id for c in without.claims]
     assert ids[len(without.claims):] == [f"A1.F{i}" for i in range(1, 7)]
@@ -199,18 +213,18 @@ def test_one_claim_per_comparison_the_papers_direction_and_the_controls_apart():
     cfg = AblationConfig(items=["divergence", "alpha_sweep", "exposure", "parts"], seeds=[0, 1],
                          sce_alphas=[0.1, 0.3, 1.0], jeffreys_alphas=[1.0], entropy_alphas=[0.1],
                          sweep_methods=["pi"], sweep_alphas=[0.0, 0.1, 1.0])
-    pairs = (ablation.divergence_pairs(cfg) + ablation.sweep_pairs(cfg)
-             + ablation.exposure_pairs(cfg) + ablation.parts_pairs(cfg))
+    pairs = (tables.divergence_pairs(cfg) + tables.sweep_pairs(cfg)
+             + tables.exposure_pairs(cfg) + tables.parts_pairs(cfg))
     rows = [{"method": m, "setting": st, "baseline": f"{bm} {bs}", "column": col,
              "delta": -1.0, "low": -2.0, "high": -0.5}
             for m, st, bm, bs in pairs for col in ("nll_4x", "ppl_4x", "misalignment",
                                                      "jeffreys", "mean_entropy")]
     eff = _eff(rows)
-    out = ablation.Claims()
-    ablation.divergence_claims(out, eff, cfg, "nll_4x")
-    ablation.sweep_claims(out, pd.DataFrame(), eff, cfg, "nll_4x")
-    ablation.exposure_claims(out, eff, cfg, "nll_4x")
-    ablation.parts_claims(out, eff, cfg, "nll_4x")
+    out = claims.Claims()
+    claims.divergence_claims(out, eff, given(cfg, "nll_4x"))
+    claims.sweep_claims(out, eff, given(cfg, "nll_4x"))
+    claims.exposure_claims(out, eff, given(cfg, "nll_4x"))
+    claims.parts_claims(out, eff, given(cfg, "nll_4x"))
     keys = [(c.claim, c.ours) for c in out.claims]
     assert len(out.seen) == len(out.claims) == len(set(out.seen.values()))
     by = {c.claim: c for c in out.claims}
@@ -234,16 +248,16 @@ def test_one_claim_per_comparison_the_papers_direction_and_the_controls_apart():
 
 
 def test_multiplicity_counts_the_tests():
-    claims = [{"verdict": "agrees", "kind": "paper"}, {"verdict": "unclear", "kind": "control"},
-              {"verdict": "not run", "kind": "paper"}]
-    text = ablation.multiplicity_text(claims)
+    made = [{"verdict": "agrees", "kind": "paper"}, {"verdict": "unclear", "kind": "control"},
+            {"verdict": "not run", "kind": "paper"}]
+    text = claims.multiplicity_text(made)
     assert text.startswith("2 comparisons tested (1 of the paper's claims, 1 controls), 1 clear")
 
 
 def test_equal_compute_is_counted_not_timed():
     """Two windows of l_train tokens, forward and backward: twice a CE step on window A; the
     distinct tokens of setting 1 (l_extra ~ U[1, l/2], mean 64.5 at l = 256)."""
-    acc = ablation.equal_compute_steps(60, 256)
+    acc = tables.equal_compute_steps(60, 256)
     assert acc == {"equal sequences": 60.0,
                    "equal distinct tokens": pytest.approx(60 * (256 + 64.5) / 256),
                    "equal forward and backward tokens": 120.0}
@@ -257,32 +271,32 @@ def test_the_compute_claim_takes_the_run_nearest_to_equal_counted_work():
                          "column": "ppl_4x", "delta": d, "low": d - 4, "high": d + 4,
                          "seeds": 2, "baseline_mean": 180.0, "changed_mean": 180.0 + d,
                          "noise": 1.0} for arm, d in (("SCE 0.1", 11.0), ("Jeffreys 1", -6.0))])
-    out = ablation.Claims()
-    ablation.compute_claims(out, eff, cfg, "ppl_4x", 60, 120.0)
+    out = claims.Claims()
+    claims.compute_claims(out, eff, given(cfg, "ppl_4x", steps=60, equal_steps=120.0))
     claim, jeffreys = out.claims
     assert claim.verdict == "disagrees" and "PPL 180 -> 191" in claim.ours
     assert "CE-only 120 steps, the run nearest to equal counted work" in str(claim)
     # Jeffreys (also two windows per step) meets the same equal-compute run, as a control
     assert jeffreys.id == "A5.2" and jeffreys.kind == "control" and jeffreys.verdict == "helps"
-    assert ("pi", "Jeffreys 1", "pi", "CE, 120 steps") in ablation.compute_pairs(cfg)
+    assert ("pi", "Jeffreys 1", "pi", "CE, 120 steps") in tables.compute_pairs(cfg)
     # with item 1 run, each of its two-window arms meets the equal-compute run as well, once
     both = AblationConfig(items=["divergence", "compute"], seeds=[0, 1], compute_steps=[120],
                           sce_alphas=[0.1, 1.0], jeffreys_alphas=[1.0], entropy_alphas=[0.1])
-    assert ablation.compute_arms(both) == [("sce", 0.1), ("jeffreys", 1.0), ("sce", 1.0),
+    assert tables.compute_arms(both) == [("sce", 0.1), ("jeffreys", 1.0), ("sce", 1.0),
                                            ("entropy", 0.1)]
-    pairs = ablation.compute_pairs(both)
+    pairs = tables.compute_pairs(both)
     assert [st for _, st, _, _ in pairs[:4]] == ["SCE 0.1", "Jeffreys 1", "SCE 1", "entropy 0.1"]
     rows = [{"method": "pi", "setting": st, "baseline": f"{bm} {bs}", "column": "ppl_4x",
              "delta": -1.0, "low": -2.0, "high": -0.5} for _, st, bm, bs in pairs[:4]]
-    out = ablation.Claims()
-    ablation.compute_claims(out, _eff(rows), both, "ppl_4x", 60, 120.0)
+    out = claims.Claims()
+    claims.compute_claims(out, _eff(rows), given(both, "ppl_4x", steps=60, equal_steps=120.0))
     assert [c.id for c in out.claims] == ["A5.1", "A5.2", "A5.3", "A5.4"]
     assert [c.kind for c in out.claims] == ["paper", "control", "control", "control"]
     assert out.claims[3].claim.startswith("CE + 0.1 x entropy against CE-only at equal")
 
 
 def test_an_item_not_run_says_so():
-    claim = ablation.not_run("alpha_sweep")
+    claim = claims.not_run(2, "2. The alpha sweep (Table 4)")
     assert claim["verdict"] == "not run" and claim["id"] == "A2.0"
 
 
@@ -295,11 +309,11 @@ def test_a_comparison_section_5_claims_is_a_control_here():
                          jeffreys_alphas=[1.0], entropy_alphas=[0.1])
     rows = [{"method": m, "setting": st, "baseline": f"{bm} {bs}", "column": col,
              "delta": -1.0, "low": -2.0, "high": -0.5}
-            for m, st, bm, bs in ablation.divergence_pairs(cfg)
+            for m, st, bm, bs in tables.divergence_pairs(cfg)
             for col in ("nll_4x", "ppl_4x", "misalignment", "jeffreys", "mean_entropy")]
-    alone, shared = ablation.Claims(), ablation.Claims({("pi", 0.1), ("clex", 0.1)})
+    alone, shared = claims.Claims(), claims.Claims({("pi", 0.1), ("clex", 0.1)})
     for out in (alone, shared):
-        ablation.divergence_claims(out, _eff(rows), cfg, "nll_4x")
+        claims.divergence_claims(out, _eff(rows), given(cfg, "nll_4x"))
     kinds = {c.id: (c.kind, c.verdict) for c in alone.claims}
     again = {c.id: c for c in shared.claims}
     assert [c.id for c in alone.claims] == list(again)  # the ids do not move
@@ -324,17 +338,17 @@ def test_every_two_window_comparison_meets_its_same_cost_control():
                          sweep_methods=["clex", "pi"], sweep_alphas=[0.0, 0.5])
     names = {s.name for s in ablation_specs(cfg)}  # the controls are run, for each method
     assert {"clex_a0_s0_ceboth", "pi_a0_s1_ceboth", "none_a0_s0_ceboth"} <= names
-    pairs = ablation.sweep_pairs(cfg)
+    pairs = tables.sweep_pairs(cfg)
     assert pairs == [("clex", "SCE 0.5", "clex", "CE (both windows)"),
                      ("clex", "SCE 0.5", "clex", "CE"),
                      ("pi", "SCE 0.5", "pi", "CE (both windows)"), ("pi", "SCE 0.5", "pi", "CE")]
-    assert ablation.parts_pairs(cfg)[0] == ("none", "SCE 0.1", "none", "CE (both windows)")
+    assert tables.parts_pairs(cfg)[0] == ("none", "SCE 0.1", "none", "CE (both windows)")
     rows = [{"method": m, "setting": st, "baseline": f"{bm} {bs}", "column": "nll_4x",
              "delta": -1.0, "low": -2.0, "high": -0.5}
-            for m, st, bm, bs in pairs + ablation.parts_pairs(cfg)]
-    out = ablation.Claims()
-    ablation.sweep_claims(out, pd.DataFrame(), _eff(rows), cfg, "nll_4x")
-    ablation.parts_claims(out, _eff(rows), cfg, "nll_4x")
+            for m, st, bm, bs in pairs + tables.parts_pairs(cfg)]
+    out = claims.Claims()
+    claims.sweep_claims(out, _eff(rows), given(cfg, "nll_4x"))
+    claims.parts_claims(out, _eff(rows), given(cfg, "nll_4x"))
     assert [c.id for c in out.claims] == ["A2.1", "A2.2", "A2.3", "A2.4",
                                           "A6.4", "A6.1", "A6.2", "A6.3"]
     fair = [c for c in out.claims if "both windows" in c.claim]
@@ -348,8 +362,8 @@ def test_the_far_context_question_per_method_against_the_same_cost_control():
 
     cfg = AblationConfig(items=["exposure"], method="eabf", seeds=[0, 1, 2],
                          control_methods=["clex", "eabf"])
-    assert ablation.far_context_methods(cfg) == ["eabf", "clex"]  # the ablation method first
-    assert ablation.far_context_pairs(cfg) == [
+    assert tables.far_context_methods(cfg) == ["eabf", "clex"]  # the ablation method first
+    assert tables.far_context_pairs(cfg) == [
         ("eabf", "SCE 0.1", "eabf", "CE (both windows)"), ("eabf", "SCE 0.1", "eabf", "CE"),
         ("clex", "SCE 0.1", "clex", "CE (both windows)"), ("clex", "SCE 0.1", "clex", "CE")]
     rows = []
@@ -358,22 +372,22 @@ def test_the_far_context_question_per_method_against_the_same_cost_control():
             for setting, v in (("CE", 2.0), ("CE (both windows)", 2.0), ("SCE 0.1", 2.0 + shift)):
                 rows.append({"method": m, "setting": setting, "seed": seed,
                              "nll_copy_1x": v + 0.1 * seed, "nll_copy_2x": v})
-    eff = ablation.effects(pd.DataFrame(rows), ablation.far_context_pairs(cfg),
+    eff = tables.effects(pd.DataFrame(rows), tables.far_context_pairs(cfg),
                            ["nll_copy_1x", "nll_copy_2x"])
     row = eff[(eff["method"] == "eabf") & (eff["baseline"] == "eabf CE (both windows)")
               & (eff["column"] == "nll_copy_1x")].iloc[0]
     assert row.delta == pytest.approx(0.25) and row.seeds == 3  # the mean of +0.30 +0.20 +0.25
-    out = ablation.Claims()
-    ablation.far_context_claims(out, eff, cfg)
-    claims = {c.id: c for c in out.claims}
-    assert list(claims) == ["A4.F1", "A4.F2", "A4.F3", "A4.F4"]
-    assert claims["A4.F1"].verdict == "raises" and claims["A4.F1"].method == "eabf"
-    assert claims["A4.F3"].verdict == "unclear" and claims["A4.F3"].method == "clex"
-    assert claims["A4.F1"].kind == "control"
-    text = ablation.far_context_text(None, eff)
+    out = claims.Claims()
+    claims.far_context_claims(out, eff, cfg)
+    by_id = {c.id: c for c in out.claims}
+    assert list(by_id) == ["A4.F1", "A4.F2", "A4.F3", "A4.F4"]
+    assert by_id["A4.F1"].verdict == "raises" and by_id["A4.F1"].method == "eabf"
+    assert by_id["A4.F3"].verdict == "unclear" and by_id["A4.F3"].method == "clex"
+    assert by_id["A4.F1"].kind == "control"
+    text = claims.far_context_text(None, eff)
     assert "for eabf: there it teaches the model" in text
     assert "**clex**: SCE 0.1 against CE on both windows: unclear" in text
-    assert ablation.far_context_by_method(None) == ""
+    assert claims.far_context_by_method(None) == ""
 
 
 def test_control_methods_add_each_methods_same_cost_control_to_the_plan():
@@ -385,3 +399,113 @@ def test_control_methods_add_each_methods_same_cost_control_to_the_plan():
     names = {s.name for s in ablation_specs(pipe.ablation)}
     assert {"yarn_a0_s1", "yarn_a0_s1_ceboth", "yarn_a0.1_s1"} <= names
     assert {f"{pipe.ablation.method}_a0_s0_ceboth"} <= names
+
+
+# ---------------------------------------------------------------------------------------------
+# analyse, on run tables built by hand (no runs)
+
+
+def _pipe(**ablation):
+    """The smoke configuration with these ablation settings; Section 5 claims no SCE alpha
+    (``finetune.alphas`` [0]), so SCE 0.1 against CE-only is the paper's claim here."""
+    pipe = load_config(profile="smoke")
+    return dataclasses.replace(
+        pipe, ablation=dataclasses.replace(pipe.ablation, **ablation),
+        finetune=dataclasses.replace(pipe.finetune, alphas=[0.0]))
+
+
+def _tables(pipe, nll_4x, gains=None):
+    """``RunTables`` of ablation runs, one per (method, setting, seed[, base seed]) of
+    ``nll_4x`` (the judged column; every other column the same for every run)."""
+    rows = []
+    for key, nll in nll_4x.items():
+        method, setting, seed, base = (*key, pipe.pretrain.seed)[:4]
+        rows.append({"method": method, "setting": setting, "seed": seed, "base_seed": base,
+                     "ppl_1x": 10.0, "nll_1x": math.log(10.0), "ppl_4x": math.exp(nll),
+                     "nll_4x": nll, "ppl_growth": 1.5, "misalignment": 0.5, "jeffreys": 0.3,
+                     "entropy": 4.0})
+    gains = pd.DataFrame(gains or [], columns=["base", "value", "low", "high"])
+    return RunTables(ablation=pd.DataFrame(rows), base_gains=gains)
+
+
+#: CE, Jeffreys 1 (-0.3, -0.2, -0.25 nats) and SCE 0.1 (+0.15, +0.08, +0.12) by seed
+CRAFTED = {**{("pi", "CE", s): v for s, v in enumerate((3.0, 3.2, 3.1))},
+           **{("pi", "Jeffreys 1", s): v for s, v in enumerate((2.7, 3.0, 2.85))},
+           **{("pi", "SCE 0.1", s): v for s, v in enumerate((3.15, 3.28, 3.22))}}
+
+
+def test_analyse_pairs_each_arm_with_its_baseline_by_seed_and_judges_the_interval():
+    pipe = _pipe(items=["divergence"], seeds=[0, 1, 2], sce_alphas=[0.1], jeffreys_alphas=[1.0],
+                 entropy_alphas=[0.1])
+    result = ablations.analyse(pipe, _tables(pipe, CRAFTED), [])
+    eff = result.effects["divergence"]
+    jeff = eff[(eff["setting"] == "Jeffreys 1") & (eff["column"] == "nll_4x")].iloc[0]
+    # differences -0.3, -0.2, -0.25: mean -0.25, sd 0.05, t(2) 4.3027 -> half width 0.1242
+    half = 4.302653 * 0.05 / math.sqrt(3)
+    assert jeff.delta == pytest.approx(-0.25) and jeff.seeds == 3
+    assert (jeff.low, jeff.high) == pytest.approx((-0.25 - half, -0.25 + half), rel=1e-5)
+    by_claim = {c["claim"]: c for c in result.claims}
+    control = by_claim["CE + 1 x Jeffreys against pi CE (longest-window NLL)"]
+    assert control["kind"] == "control" and control["verdict"] == "helps"
+    assert control["ours"].startswith("NLL 3.1 -> 2.85, paired diff -0.25 [-0.374, -0.126]")
+    # SCE 0.1 raised the NLL in every seed (+0.117 [+0.029, +0.204]): against the paper's "lower"
+    sce = by_claim["CE + 0.1 x SCE lowers the longest-window NLL (pi)"]
+    assert sce["kind"] == "paper" and sce["verdict"] == "disagrees" and sce["id"] == "A1.1"
+    assert "+0.117 [+0.0294, +0.204]" in sce["ours"]
+    # the metric did not move (the same in every run): unclear
+    assert by_claim["CE + 1 x Jeffreys: its effect on misalignment (pi)"]["verdict"] == "unclear"
+    assert "Jeffreys 1**: against pi CE: helps" in result.metrics["closing"]
+    assert result.premise_method == "pi" and result.long_nll == "nll_4x"
+    assert result.long == "ppl_4x" and result.compute is None
+
+
+def test_the_item_records_are_the_configurations_items_and_say_when_not_run():
+    assert tuple(item.key for item in ablations.ITEMS) == typing.get_args(AblationItem)
+    assert [item.label[0] for item in ablations.ITEMS] == ["1", "2", "3", "4", "5", "6"]
+    pipe = _pipe(items=["parts"])
+    result = ablations.analyse(pipe, _tables(pipe, CRAFTED), [])
+    assert [(c["id"], c["claim"], c["verdict"]) for c in result.claims[:5]] == [
+        (f"A{n}.0", item.label, "not run") for n, item in enumerate(ablations.ITEMS[:5], start=1)]
+    assert [c["id"] for c in result.claims[5:]] == ["A6.4", "A6.1", "A6.2", "A6.3"]
+    assert list(result.effects) == ["parts"]
+    assert list(result.saved_tables()) == ["runs", "effects_parts"]
+    assert result.metrics["closing"] == "Item 1 was not run in this profile: nothing to conclude."
+
+
+def test_analyse_saves_each_items_effects_under_its_name_in_the_items_order():
+    pipe = _pipe(items=["parts", "divergence", "compute", "exposure"], seeds=[0, 1, 2],
+                 base_seeds=[1])
+    base1 = {("pi", s, seed, 1): v for s, v in (("CE", 3.0), ("CE (both windows)", 2.9),
+                                                ("SCE 0.1", 3.1), ("Jeffreys 1", 2.8))
+             for seed in (0, 1, 2)}
+    gains = [{"base": "base", "value": 0.5, "low": 0.2, "high": 0.8},
+             {"base": "base_s1", "value": 0.25, "low": -0.1, "high": 0.6}]
+    result = ablations.analyse(pipe, _tables(pipe, {**CRAFTED, **base1}, gains), [])
+    found = [Gate("G1", "q", 1.0, 0.5, 1.5, 0.1, True, "")]
+    result = with_premise(result, found, [])
+    assert list(result.saved_tables()) == [
+        "gates", "runs", "effects_divergence", "effects_exposure", "effects_compute",
+        "effects_parts", "effects_far_context", "bases", "runs_every_base", "claims_paper",
+        "claims_controls"]
+    assert result.compute == tables.equal_compute_steps(10, 128)
+    assert len(result.runs) == len(CRAFTED) and len(result.runs_every_base) == len(CRAFTED) + 12
+    assert "base: 0.5 [0.2, 0.8] nats; base_s1: 0.25 [-0.1, 0.6] nats" in result.metrics["bases"]
+
+
+def test_the_premise_hook_says_the_texts_are_no_verdict_and_splits_the_claims():
+    pipe = _pipe(items=["divergence"], seeds=[0, 1, 2], sce_alphas=[0.1], jeffreys_alphas=[1.0],
+                 entropy_alphas=[0.1])
+    required = pipe.sections["04_ablations"].gates
+    for passed in (True, False):
+        found = [Gate(g, "q", 1.0, 0.5, 1.5, 0.1, passed if g == "G1" else True, "")
+                 for g in ("G1", "G2", "G3.pi")]
+        result = with_premise(ablations.analyse(pipe, _tables(pipe, CRAFTED), []), found,
+                              required)
+        prefixed = [result.metrics[k].startswith("**Premise not met**")
+                    for k in ("closing", "far_context", "bases")]
+        assert prefixed == [not passed] * 3 and result.metrics["premise_met"] is passed
+        verdicts = {c["verdict"] for c in result.claims if c["verdict"] != "not run"}
+        assert (verdicts == {"premise not met"}) is not passed
+        assert len(result.claims_paper) + len(result.claims_controls) == len(result.claims)
+        assert list(result.claims_paper["verdict"]) == (
+            ["not run"] * 5 + ["disagrees" if passed else "premise not met"])

@@ -8,7 +8,11 @@ import pytest
 
 from lsa import runtable
 from lsa.runs import runs_of
+from lsa.sections import babilong
+from lsa.sections.babilong import claims as bl_claims
+from lsa.sections.babilong import figures as bl_figures
 from lsa.sections.babilong import tables as bl_tables
+from lsa.sections.finetuning import claims as ft_claims
 from lsa.sections.finetuning import tables as ft_tables
 from lsa.stats import seeds_for_halfwidth, sign_verdict
 
@@ -44,7 +48,7 @@ def test_extension_claims_set_the_paper_beside_ours():
                ("clex", 0.0, 1): 101.0, ("clex", 0.1, 1): 90.0,
                ("yarn", 0.0, 0): 100.0, ("yarn", 0.1, 0): 120.0,
                ("yarn", 0.0, 1): 100.0, ("yarn", 0.1, 1): 121.0})
-    claims = {c["claim"]: c for c in ft_tables.extension_claims(df)}
+    claims = {c["claim"]: c for c in ft_claims.extension_claims(df)}
     clex = claims["CE + 0.1 misalign lowers long-window perplexity (clex)"]
     assert clex["verdict"] == "agrees" and "6.12 -> 5.88" in clex["paper"]
     assert clex["grade"] == "A"
@@ -59,7 +63,7 @@ def test_extension_claims_set_the_paper_beside_ours():
     assert f"[{d.mean() - half:+.3g}, {d.mean() + half:+.3g}] nats" in clex["evidence"]
     assert "the paper's effect: 0.04 nats" in clex["evidence"]  # log(5.88 / 6.12)
     assert clex["method"] == "clex" and "PPL 100.5 -> 90" in clex["ours"]
-    one_seed = ft_tables.extension_claims(df[df["seed"] == 0])
+    one_seed = ft_claims.extension_claims(df[df["seed"] == 0])
     assert {c["verdict"] for c in one_seed} == {"underpowered"}  # no interval, no verdict
 
 
@@ -76,7 +80,7 @@ def test_babilong_tables_and_claims_by_hand():
     acc = pd.DataFrame(rows)
     table = bl_tables.accuracy_table(acc, ["multiple"])
     assert set(table["accuracy"]) == {50.0, 75.0} and set(table["seeds"]) == {2}
-    claims = {c["id"]: c for c in bl_tables.babilong_claims(acc, pd.DataFrame())}
+    claims = {c["id"]: c for c in bl_claims.babilong_claims(acc, pd.DataFrame())}
     # 8 answers per cell: the intervals are too wide for a verdict (tests/test_babilong.py)
     assert claims["S5.4.gate.qa1"]["verdict"] == "unclear"  # 50 %, Wilson 22-78 %
     assert claims["S5.4.gate.qa1"]["kind"] == "control"  # a sanity check, not the paper's
@@ -89,7 +93,7 @@ def test_babilong_tables_and_claims_by_hand():
 def test_misalignment_claim_reports_the_papers_positions_and_every_position():
     df = runs({("pi", 0.0, 0): 100.0, ("pi", 0.1, 0): 90.0})
     df["misalignment_all"] = [5.0, 6.0]  # every overlap position: higher after, unlike paper's
-    claims = {c["claim"]: c for c in ft_tables.extension_claims(df)}
+    claims = {c["claim"]: c for c in ft_claims.extension_claims(df)}
     mis = claims["The regularizer lowers the long-short misalignment (pi)"]
     assert "L_misalign 10 -> 9" in mis["ours"] and mis["verdict"] == "underpowered"  # 1 seed
     assert "every overlap position 5 -> 6" in mis["evidence"]
@@ -119,9 +123,9 @@ def test_babilong_train_design_tables_are_the_direct_ones():
                        bl_tables.paired_accuracy(acc, ["multiple"], 0.1))
     assert_frame_equal(tables["table7_paired_difference"],
                        bl_tables.paired_accuracy(depth, ["depth"], 0.1))
-    assert list(bl_tables.curve_label(tables["table6_accuracy_by_length"]).unique()) == [
+    assert list(bl_figures.curve_label(tables["table6_accuracy_by_length"]).unique()) == [
         "CE", "CE+0.1*SCE"]
-    ids = [c["id"] for c in bl_tables.babilong_claims(acc, depth)]
+    ids = [c["id"] for c in bl_claims.babilong_claims(acc, depth)]
     assert {"S5.4.gate.qa1", "S5.4.len1x", "S5.4.len2x", "S5.4.len4x"} <= set(ids)
 
 
@@ -129,14 +133,14 @@ def test_babilong_axes_and_settings_follow_the_design():
     from lsa.config import load_config
 
     smoke = load_config(profile="smoke")
-    assert bl_tables.babilong_axes(smoke)["labels"] == ["1x", "2x", "4x"]
-    assert "evaluation at [1, 2, 4] x l_train" in bl_tables.babilong_settings(smoke)
+    assert bl_figures.babilong_axes(smoke)["labels"] == ["1x", "2x", "4x"]
+    assert "evaluation at [1, 2, 4] x l_train" in babilong.settings_text(smoke, [])
     small = load_config(profile="gpu-small")
-    axes = bl_tables.babilong_axes(small)
+    axes = bl_figures.babilong_axes(small)
     assert (axes["x"], axes["ticks"], axes["labels"]) == ("length", [1024, 2048, 4096],
                                                           ["1K", "2K", "4K"])
     assert axes["depth_title"] == "qa1 at 4096 tokens"
-    text = bl_tables.babilong_settings(small)
+    text = babilong.settings_text(small, list(runs_of(small).babilong_eval))
     assert "evaluate design" in text and "clex_a0.1_s2" in text and "l_train" not in text
 
 
@@ -197,7 +201,7 @@ def evaluated(out_root):
 
 
 def test_evaluate_design_rows_are_tagged_by_model(evaluated):
-    acc, depth = bl_tables.collect_babilong(evaluated)
+    acc, depth = runtable.read_babilong(runs_of(evaluated))
     assert sorted(set(acc["run"])) == sorted(n for n in EVALUATED if n != "clex_a0.1_s1")
     assert set(acc["design"]) == {"evaluate"} and "multiple" not in acc
     assert dict(acc.groupby("method")["l_train"].first()) == {"clex": 8192, "pi": 4096}
@@ -205,13 +209,13 @@ def test_evaluate_design_rows_are_tagged_by_model(evaluated):
     assert len(acc) == 5 * 2 * 3 * 100 and len(depth) == 5 * 4 * 100
     assert bl_tables.babilong_groups(acc) == ["method", "l_train"]
     assert bl_tables.babilong_length(acc) == "length"
-    sources = bl_tables.babilong_sources(evaluated)
+    sources = runtable.read_babilong_sources(runs_of(evaluated))
     assert sources["prompts"]["sha256"] == "abc" and sources["max_new_tokens"] == 20
     assert sources["evaluated"]["pi_a0_s0"] == "pi_a0_s0-digest" and len(sources["evaluated"]) == 5
 
 
 def test_evaluate_design_tables_pair_by_method(evaluated):
-    acc, depth = bl_tables.collect_babilong(evaluated)
+    acc, depth = runtable.read_babilong(runs_of(evaluated))
     tables = bl_tables.babilong_tables(acc, depth, 0.1)
     diff = tables["table6_paired_difference"].set_index(["method", "length"])
     assert len(diff) == 2 * 3                            # per method and length
@@ -224,7 +228,7 @@ def test_evaluate_design_tables_pair_by_method(evaluated):
     # the gate: CE at the longest length within each model's own window
     gate = tables["sanity_gate"]
     assert dict(zip(gate["method"], gate["length"])) == {"clex": 8192, "pi": 4096}
-    assert list(bl_tables.curve_label(tables["table6_accuracy_by_length"]).unique()) == [
+    assert list(bl_figures.curve_label(tables["table6_accuracy_by_length"]).unique()) == [
         "clex@8192, CE", "pi@4096, CE", "clex@8192, CE+0.1*SCE", "pi@4096, CE+0.1*SCE"]
     depth_diff = tables["table7_paired_difference"].set_index(["method", "depth"])
     assert depth_diff.loc[("clex", 0.0), "delta"] == 0
@@ -232,9 +236,9 @@ def test_evaluate_design_tables_pair_by_method(evaluated):
 
 
 def test_evaluate_design_claims_map_the_paper_by_absolute_length(evaluated):
-    acc, depth = bl_tables.collect_babilong(evaluated)
-    claims = {c["id"]: c for c in bl_tables.babilong_claims(acc, depth, 0.1)}
-    assert len(claims) == len(bl_tables.babilong_claims(acc, depth, 0.1))   # ids are unique
+    acc, depth = runtable.read_babilong(runs_of(evaluated))
+    claims = {c["id"]: c for c in bl_claims.babilong_claims(acc, depth, 0.1)}
+    assert len(claims) == len(bl_claims.babilong_claims(acc, depth, 0.1))   # ids are unique
     # a model trained at 8K: 4096 tokens is the paper's 4K (multiple 0 by integer division)
     at4k = claims["S5.4.clex-8192.len4096"]
     assert "48.2 -> 49.1" in at4k["paper"] and "0.5x the training window" in at4k["evidence"]
@@ -261,7 +265,7 @@ def test_evaluate_design_refuses_two_runs_of_one_model(out_root):
     write_evaluation(pipe, "clex_a0_s0", "clex", 0.0, 0, 8192)
     write_evaluation(pipe, "pi_a0_s0", "clex", 0.0, 0, 8192)   # the same model twice
     with pytest.raises(ValueError, match="clex_a0_s0 and pi_a0_s0"):
-        bl_tables.collect_babilong(pipe)
+        runtable.read_babilong(runs_of(pipe))
     acc = pd.DataFrame([{"method": "clex", "alpha": a, "seed": 0, "task": "qa1",
                          "length": 4096, "depth": None, "index": 0, "correct": True}
                         for a in (0.0, 0.0, 0.1)])
@@ -275,7 +279,7 @@ def test_the_long_context_task_claim_is_judged_against_the_papers_effect():
                ("eabf", 0.0, 2): 100.0, ("eabf", 0.1, 2): 100.0})
     df["nll_copy_2x"] = [4.0, 4.001, 4.0, 3.999, 4.0, 4.0005]   # differences within +-0.001
     df["nll_copy_4x"] = [4.0, 4.5, 4.0, 3.6, 4.0, 4.1]          # wide: +0.5, -0.4, +0.1
-    claims = {c["claim"]: c for c in ft_tables.extension_claims(df)}
+    claims = {c["claim"]: c for c in ft_claims.extension_claims(df)}
     tight = claims["CE + 0.1 misalign improves the long-context task at 2x l_train: copy NLL "
                    "(eabf)"]
     # +-0.001 nats sits inside EABF's paper effect, log(5.91 / 6.01) = -0.0168: it rules it out
@@ -301,5 +305,5 @@ def test_window_columns_are_ordered_by_the_multiple_as_a_number():
                                   "ppl_copy_2x", "ppl_4x"])
     assert runtable.window_columns(frame) == ["ppl_1x", "ppl_2x", "ppl_4x", "ppl_16x"]
     assert runtable.window_columns(frame, "nll") == ["nll_4x"]
-    from lsa.sections.ablations import items as ablation
-    assert ablation.longest_column(frame.assign(nll_16x=1.0)) == "nll_16x"
+    from lsa.sections.ablations.tables import longest_column
+    assert longest_column(frame.assign(nll_16x=1.0)) == "nll_16x"

@@ -463,7 +463,7 @@ def test_sign_verdict_both_directions(low, high, verdict):
 
 
 def test_babilong_verdicts_only_outside_the_interval():
-    from lsa.sections.babilong.tables import babilong_claims
+    from lsa.sections.babilong.claims import babilong_claims
 
     # +25 points on 4 samples x 2 seeds: the old per-seed rule said "agrees"; the paired
     # interval (-12 to +52 points) contains 0
@@ -512,7 +512,7 @@ def test_a_gain_only_one_seed_shows_is_not_a_verdict():
 def test_gate_and_depth_zero_use_intervals():
     import pandas as pd
 
-    from lsa.sections.babilong.tables import babilong_claims
+    from lsa.sections.babilong.claims import babilong_claims
 
     # gate: 50 % of 8 answers (Wilson 21.5-78.5 %) is not clearly above chance + 10 = 26.7 %
     small = answers({(0.0, 0): [1, 0] * 4})
@@ -600,14 +600,3 @@ def test_missing_longbench_data_names_the_file(tmp_path):
                                                        "answers": ["x"], "length": 10,
                                                        "all_classes": ["x"]}) + "\n")
     assert lb.load_dataset_file(tmp_path, "trec")[0]["answers"] == ["x"]
-
-
-def test_hub_rows_become_local_samples():
-    from lsa.data.babilong_hub import from_row, load_hub
-
-    s = from_row({"input": "Mary went to the office. Text.", "question": "Where is Mary?",
-                  "target": "office"}, "qa1", 4096)
-    assert (s.context, s.question, s.answer, s.length) == (
-        "Mary went to the office. Text.", "Where is Mary?", "office", 4096)
-    with pytest.raises(ValueError, match="must be one of"):
-        load_hub("qa1", "5k")

@@ -156,7 +156,7 @@ def test_designs_per_profile(profile):
         runs = list(runs_of(pipe).babilong_eval.values())
         assert {r.spec.alpha for r in runs} == {0.0, 0.1}
         assert {r.name for r in runs} <= set(runs_of(pipe).finetune)
-        assert all(r.needs == (runs_of(pipe).finetune[r.name],) for r in runs)
+        assert all([n.id for n in r.needs] == [runs_of(pipe).finetune[r.name].id] for r in runs)
         ids = {r.id for r in runs}
         assert len(ids) == len(runs) and all(i.startswith("babilong-eval_") for i in ids)
     if profile == "paper":  # Tables 6-7: 4K/8K/16K; QA1 at depths 0-75 % of 16K

@@ -2,7 +2,7 @@
 twice, once on the built-in generator (what a fresh clone has) and once on the real bAbI files
 (``$LSA_DATA_DIR/babi``, when the machine has them), and their claims compared: a claim that
 "agrees" with one source and "disagrees" with the other is a finding about the data, not about
-the regularizer, and fails the test (``lsa.sections.babilong.tables.verdict_flips``)."""
+the regularizer, and fails the test (``verdict_flips``, here)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from lsa import paths
+from lsa import paths, runtable
 from lsa.config import load_config
 from lsa.runs import runs_of
-from lsa.sections.babilong import tables as bl_tables
+from lsa.sections.babilong.claims import babilong_claims
 
 from conftest import ROOT
 
@@ -36,9 +36,19 @@ def _train(out_root, data_dir: str | None, monkeypatch) -> tuple[list[dict], dic
                               "--no-progress"], env=dict(os.environ), cwd=ROOT,
                              capture_output=True, text=True)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    acc, depth = bl_tables.collect_babilong(pipe)
-    claims = bl_tables.babilong_claims(acc, depth, pipe.view.alpha)
-    return claims, bl_tables.babilong_sources(pipe)
+    plan = runs_of(pipe)
+    acc, depth = runtable.read_babilong(plan)
+    claims = babilong_claims(acc, depth, pipe.view.alpha)
+    return claims, runtable.read_babilong_sources(plan)
+
+
+def verdict_flips(first: list[dict], second: list[dict]) -> list[str]:
+    """The claims (by id) whose verdict is "agrees" in one list and "disagrees" in the other:
+    what a change of data source (or of anything that should not matter) must not do."""
+    opposite = {("agrees", "disagrees"), ("disagrees", "agrees")}
+    other = {c["id"]: c["verdict"] for c in second}
+    return [f"{c['id']}: {c['verdict']} -> {other[c['id']]}" for c in first
+            if (c["verdict"], other.get(c["id"])) in opposite]
 
 
 def test_babilong_verdicts_do_not_flip_with_the_babi_source(tmp_path, monkeypatch):
@@ -50,7 +60,7 @@ def test_babilong_verdicts_do_not_flip_with_the_babi_source(tmp_path, monkeypatc
     assert set(gen_source["babi_source"].values()) == {"built-in generator"}
     assert all(s.startswith("bAbI files") for s in real_source["babi_source"].values())
     assert {c["id"] for c in generated} == {c["id"] for c in real}
-    assert bl_tables.verdict_flips(generated, real) == []
+    assert verdict_flips(generated, real) == []
 
 
 def test_verdict_flips_finds_opposite_verdicts_only():
@@ -58,4 +68,4 @@ def test_verdict_flips_finds_opposite_verdicts_only():
          {"id": "z", "verdict": "disagrees"}]
     b = [{"id": "x", "verdict": "disagrees"}, {"id": "y", "verdict": "agrees"},
          {"id": "z", "verdict": "disagrees"}]
-    assert bl_tables.verdict_flips(a, b) == ["x: agrees -> disagrees"]
+    assert verdict_flips(a, b) == ["x: agrees -> disagrees"]

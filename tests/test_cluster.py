@@ -118,7 +118,7 @@ def test_light_rules_stay_on_the_submitting_host(profile, out_root):
     out = run([sys.executable, "-c", API_SCRIPT, profile])
     assert out.returncode == 0, out.stderr[-3000:]
     local = set(json.loads(out.stdout.split("LOCAL=")[1].splitlines()[0]))
-    wanted = {"all", "resolved_config", "jupyter_kernel", "report_figures",
+    wanted = {"all", "resolved_config", "jupyter_kernel", "report_files",
               "section_06_replication_report"}
     assert local == wanted | ({"resolved_config_shared"} if profile == "mini-full" else set())
     assert workflow_settings().section_job("06_replication_report").local

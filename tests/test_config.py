@@ -130,6 +130,24 @@ def test_report_receives_the_sections_it_needs():
         from_mapping(raw)
 
 
+def test_a_report_that_names_no_needs_gathers_every_other_section(tmp_path):
+    """The report's list of sections is declared once: its section's ``needs``, which default
+    to every other declared section (``ReportConfig.sections`` is what the loader reads)."""
+    from lsa.config import report_needs, section_declarations
+
+    for package, text in (("a", "key: 01_a\nnotebook: 01_a.ipynb\nconfig: view\n"),
+                          ("b", "key: 02_b\nnotebook: 02_b.ipynb\nconfig: view\n"),
+                          ("r", "key: 09_r\nnotebook: 09_r.ipynb\nconfig: report\n")):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "section.yaml").write_text(text)
+    declared = section_declarations(tmp_path)
+    assert declared["09_r"].needs == report_needs(declared) == ["01_a", "02_b"]
+    (tmp_path / "r" / "section.yaml").write_text(
+        "key: 09_r\nnotebook: 09_r.ipynb\nconfig: report\nneeds: [02_b]\n")
+    assert report_needs(section_declarations(tmp_path)) == ["02_b"]
+    assert ReportConfig().sections == report_needs(section_declarations())
+
+
 def notebook_defaults(name: str) -> dict:
     nb = json.loads((paths.NOTEBOOKS / name).read_text())
     cells = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]

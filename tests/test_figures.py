@@ -42,7 +42,7 @@ def main_figure(notebook: str, setup, result):
 
 
 def setup_of(settings):
-    return types.SimpleNamespace(pipe=PIPE, settings=settings, profile="smoke")
+    return types.SimpleNamespace(pipe=PIPE, settings=settings, profile="smoke", snapshot=None)
 
 
 def windows(row, kind="ppl", mults=(1, 2, 4)):
@@ -59,13 +59,13 @@ def synthetic_figures():
                                                             range(1, cfg.test_max_len + 1)):
         rows.append({"task": task, "encoding": enc, "transform": rep, "seed": seed,
                      "length": length, "mse": float(RNG.uniform(0.01, 1) * length)})
-    result = synthetic.SyntheticResult(per_length=pd.DataFrame(rows))
+    result = synthetic.SyntheticResult(per_length=pd.DataFrame(rows), settings=cfg)
     setup = setup_of(cfg)
     return [("fig1_tasks_by_encoding", main_figure("01_synthetic_study", setup, result)),
             ("fig1c_outrep", synthetic.figure_outrep(setup, result))]
 
 
-def finetuning_figures(monkeypatch):
+def finetuning_figures():
     ft = PIPE.finetune
     runs = pd.DataFrame([{"method": m, "alpha": a, "loss": "CE" if a == 0 else f"CE+{a:g}*SCE",
                           "seed": s, "misalignment": float(RNG.uniform(0, 1)), **windows(None)}
@@ -75,8 +75,8 @@ def finetuning_figures(monkeypatch):
                             "misalign": (0.1 * step if a else np.nan)}
                            for m in ft.methods[:2] for a in ft.alphas for s in [0, 1]
                            for step in range(1, 11)])
-    monkeypatch.setattr(finetuning.runtable, "curves", lambda pipe: curves)
-    setup, result = setup_of(PIPE.view), finetuning.FinetuningResult(runs=runs)
+    setup = setup_of(PIPE.view)
+    result = finetuning.FinetuningResult(runs=runs, curves=curves, l_train=PIPE.finetune.l_train)
     return [("figure_ppl_by_window", main_figure("03_regularized_finetuning", setup, result)),
             *[(f.__name__, f(setup, result)) for f in (finetuning.figure_training_curves,
                                                        finetuning.figure_misalignment)]]
@@ -96,7 +96,8 @@ def correlation_figures():
                          for i, m in enumerate(["base", "pi_a0_s0"]) for x in (8, 16, 32)
                          for v in [0.1 * i + 0.01 * x]])
     result = correlation.CorrelationResult(units_primary=units, table1=table1, audit_top1=top1,
-                                           metrics={"main_score": "score_beyond_4x"})
+                                           metrics={"main_score": "score_beyond_4x"},
+                                           l_train=PIPE.finetune.l_train)
     setup = setup_of(PIPE.population)
     return [("figure_table1", main_figure("02_misalignment_correlation", setup, result)),
             *[(f.__name__, f(setup, result)) for f in (
@@ -104,7 +105,7 @@ def correlation_figures():
 
 
 def ablation_figures():
-    cfg = dataclasses.replace(PIPE.ablation, items=list(ablations.ITEMS))
+    cfg = dataclasses.replace(PIPE.ablation, items=[item.key for item in ablations.ITEMS])
     rows = []
     settings = [("pi", "CE", 0.0, "sce", 1, "a"), ("pi", "CE (both windows)", 0.0, "sce", 1,
                                                    "both"),
@@ -127,9 +128,12 @@ def ablation_figures():
                                for d in ("sce", "jeffreys") for a in (0.1, 1.0)
                                for b in ("pi CE", "pi CE (both windows)")
                                for v in [float(RNG.normal())]])
-    tables = {"runs": runs, "effects_divergence": divergence,
-              **{f"effects_{i}": pd.DataFrame() for i in ablations.ITEMS if i != "divergence"}}
-    result = ablations.AblationsResult(**tables, long="ppl_4x", long_nll="nll_4x")
+    effects = {"divergence": divergence,
+               **{item.key: pd.DataFrame() for item in ablations.ITEMS[1:]}}
+    result = ablations.AblationsResult(runs=runs, effects=effects, long="ppl_4x",
+                                       long_nll="nll_4x", settings=cfg,
+                                       l_train=PIPE.finetune.l_train,
+                                       steps=PIPE.finetune.optim.steps)
     setup = setup_of(cfg)
     return [("figure_divergence", main_figure("04_ablations", setup, result)),
             *[(f.__name__, f(setup, result)) for f in (
@@ -159,7 +163,7 @@ def babilong_figures():
 def drawn(out_root, monkeypatch):
     monkeypatch.setenv("LSA_STRICT_FIGURES", "")  # the rules are asserted here, one by one
     plots.set_theme()  # as a notebook draws them (lsa.notebook.open_section)
-    figures = (synthetic_figures() + finetuning_figures(monkeypatch) + correlation_figures()
+    figures = (synthetic_figures() + finetuning_figures() + correlation_figures()
                + ablation_figures() + babilong_figures())
     yield figures
     plots.plt.close("all")
@@ -230,3 +234,38 @@ def test_tick_labels_of_one_axis_must_not_overlap():
     ax.set_xticklabels(["1x", "2x", "4x"])
     assert not [p for p in figure_problems(fig) if "tick labels" in p]
     plt.close(fig)
+
+
+def test_one_colour_means_one_loss_in_every_panel_of_table_6(out_root, monkeypatch):
+    """Table 6's two panels (all tasks, by task): a loss keeps its colour in both, and the
+    tasks differ by marker; the depth figure uses the same colours."""
+    from matplotlib.colors import to_hex
+
+    monkeypatch.setenv("LSA_STRICT_FIGURES", "")
+    drawn = dict(babilong_figures())
+    colours: dict[str, set[str]] = {}
+    for ax in [*drawn["figure_by_length"].axes, *drawn["figure_by_depth"].axes]:
+        for container in ax.containers:
+            line = container.lines[0]
+            loss = container.get_label().rsplit(", ", 1)[-1]
+            colours.setdefault(loss, set()).add(to_hex(line.get_color()))
+    assert set(colours) == {"CE", "CE+0.1*SCE"}
+    assert all(len(c) == 1 for c in colours.values()) and colours["CE"] != colours["CE+0.1*SCE"]
+    plots.plt.close("all")
+
+
+def test_the_alpha_sweep_uses_a_log_axis_where_perplexity_spans_decades():
+    """Section 5.3's alpha sweep: a perplexity that grows a hundredfold with alpha is drawn on a
+    log axis, so the small alphas (where the paper's claim lives) stay apart."""
+    from lsa.sections.ablations import figures as ab_figures
+
+    cfg = dataclasses.replace(PIPE.ablation, items=["alpha_sweep"], sweep_methods=["pi"],
+                              sweep_alphas=[0.0, 0.1, 1.0])
+    runs = pd.DataFrame([{"method": "pi", "setting": s, "alpha": a, "seed": seed, "ppl_4x": v}
+                         for (s, a, v) in [("CE", 0.0, 20.0), ("SCE 0.1", 0.1, 21.0),
+                                           ("SCE 1", 1.0, 2000.0)] for seed in (0, 1)])
+    result = ablations.AblationsResult(runs=runs, effects={"alpha_sweep": pd.DataFrame()},
+                                       long="ppl_4x", settings=cfg, l_train=PIPE.finetune.l_train)
+    fig = ab_figures.figure_alpha_sweep(setup_of(cfg), result)
+    assert fig.axes[0].get_yscale() == "log" and "(log)" in fig.axes[0].get_ylabel()
+    plots.plt.close(fig)

@@ -117,21 +117,68 @@ def test_next_token_nll_and_objective_are_cross_entropy():
     assert not values.requires_grad and loss.requires_grad
 
 
-def _lsa_imports(module) -> set[str]:
+def _imports(module) -> set[str]:
+    """Every module ``module``'s source imports (from ``import x`` or ``from x import y``)."""
     tree = ast.parse(inspect.getsource(module))
     return {n.module if isinstance(n, ast.ImportFrom) else a.name
             for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)
-            for a in n.names if (getattr(n, "module", None) or a.name).startswith("lsa")}
+            for a in n.names} - {None}
+
+
+def _lsa_imports(module) -> set[str]:
+    return {name for name in _imports(module) if name.startswith("lsa")}
 
 
 def test_the_definition_stands_below_the_kernel_and_the_losses_above_both():
-    """lsa.misalign (the definition) imports nothing from lsa; the kernel imports only the
-    definition (its options' names and ``Pairs``); the losses and the metric
+    """lsa.misalign (the definition) imports nothing from lsa but the options' names
+    (lsa.options, which imports nothing at all from lsa, nor torch); the kernel imports only the
+    definition (``check_options``, ``Pairs``) and those names; the losses and the metric
     (lsa.alignment) use both."""
-    assert _lsa_imports(M) == set()
-    assert _lsa_imports(FU) == {"lsa.misalign"}
+    from lsa import options
+
+    assert _lsa_imports(options) == set()
+    assert not {"torch", "numpy"} & {n.split(".")[0] for n in _imports(options)}
+    assert _lsa_imports(M) == {"lsa.options"}
+    assert _lsa_imports(FU) == {"lsa.misalign", "lsa.options"}
     assert {"lsa.misalign", "lsa.fused"} <= _lsa_imports(A)
     assert FU.Pairs is M.Pairs and FU.DEFAULT_CHUNK == M.DEFAULT_CHUNK
+
+
+def test_the_options_are_named_once():
+    """The objective's option types are one set of objects (lsa.options) wherever they are
+    used: the configuration's fields, the definition, the kernel, the losses and the trainer
+    carry the same Literals, and the tuples the definition checks against are their values."""
+    import typing
+
+    from lsa import config, options, train
+
+    names = ("CeOn", "DivergenceName", "ReduceTerms", "Detach", "Positions")
+    for module in (config, M, FU, A, train):
+        for name in names:
+            if hasattr(module, name):
+                assert getattr(module, name) is getattr(options, name), (module.__name__, name)
+    hints = {**typing.get_type_hints(config.RunConfig),
+             **typing.get_type_hints(config.FinetuneConfig)}
+    for field, name in (("ce_on", "CeOn"), ("divergence", "DivergenceName"),
+                        ("reduce_terms", "ReduceTerms"), ("detach", "Detach"),
+                        ("positions", "Positions")):
+        assert hints[field] is getattr(options, name), field
+        assert typing.get_type_hints(train.Objective)[field] is getattr(options, name), field
+    for fn, field, name in ((M.pair_divergence, "divergence", "DivergenceName"),
+                            (M.pair_divergence, "reduce_terms", "ReduceTerms"),
+                            (M.pair_divergence, "detach", "Detach"),
+                            (FU.fused_objective, "divergence", "DivergenceName"),
+                            (FU.fused_objective, "reduce_terms", "ReduceTerms"),
+                            (FU.fused_objective, "detach", "Detach"),
+                            (A.misalignment_loss, "ce_on", "CeOn"),
+                            (A.misalignment_loss, "positions", "Positions")):
+        assert typing.get_type_hints(fn)[field] is getattr(options, name), (fn.__name__, field)
+    assert M.DIVERGENCES == typing.get_args(options.DivergenceName)
+    assert M.POSITIONS == typing.get_args(options.Positions)
+    assert set(M.L_EXTRA_SETTINGS) == {1, 2, 3, 4}
+    for name, values in (("ce_on", options.CE_ON), ("divergence", options.DIVERGENCES)):
+        for value in values:  # every name the objective knows, a run may set
+            config.RunConfig.from_dict({"name": "r", name: value})
 
 
 # ---------------------------------------------------------------------------------------------

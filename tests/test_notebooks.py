@@ -42,6 +42,11 @@ def test_notebooks_run_with_their_defaults(out_root, monkeypatch):
                             str(out_root / f"{key}.ipynb"), kernel_name="python3",
                             progress_bar=False, cwd=str(paths.NOTEBOOKS))
         assert paths.metrics_file("smoke", key).exists()
+        # its "Try it" part (a section notebook's last cell) ran on smoke and shows a table
+        tried = [c for c in nbformat.read(out_root / f"{key}.ipynb", as_version=4).cells
+                 if "try-it" in c.metadata.get("tags", [])]
+        for cell in tried:
+            assert any("text/html" in o.get("data", {}) for o in cell.outputs), key
     # the defaults read the smoke profile, so the same checks as for a pipeline run hold;
     # the executed notebooks above live elsewhere, so put them where the checker looks
     for key in pipe.sections:
@@ -49,6 +54,23 @@ def test_notebooks_run_with_their_defaults(out_root, monkeypatch):
         target.parent.mkdir(parents=True, exist_ok=True)
         (out_root / f"{key}.ipynb").rename(target)
     assert check_sections(pipe) == []
+
+
+def test_every_section_notebook_ends_with_something_to_try():
+    """Each section notebook but the report ends with a "Try it" part: a markdown cell that says
+    what to change and what to look for, then one cell (tagged ``try-it``) that reruns the
+    section on smoke with that change (``lsa.notebook.try_it``); every notebook declares the
+    ``lsa`` kernel."""
+    pipe = load_config(profile="smoke")
+    for key, spec in pipe.sections.items():
+        nb = nbformat.read(paths.NOTEBOOKS / spec.notebook, as_version=4)
+        assert nb.metadata.kernelspec.name == "lsa", key
+        if spec.config == "report":
+            continue
+        last, before = nb.cells[-1], nb.cells[-2]
+        assert last.metadata.get("tags") == ["try-it"] and "try_it(setup, " in last.source
+        assert before.cell_type == "markdown" and before.source.startswith("## Try it"), key
+        assert "Look at" in before.source or "look at" in before.source, key
 
 
 def test_every_notebook_takes_what_the_pipeline_passes_by_name():
@@ -105,8 +127,11 @@ def test_missing_runs_of_a_notebook_run_alone(out_root, monkeypatch):
     command; train_missing = False leaves them out; on smoke (train_missing = None) or with
     train_missing = True it trains them here, with a progress bar."""
     import lsa.jobs
+    import lsa.published
     from lsa.notebook import RunsMissing, open_section
 
+    # no published snapshot to fall back on (tests/test_published.py covers that path)
+    monkeypatch.setattr(lsa.published, "folder", lambda profile: out_root / "no-snapshot")
     trained = []
     monkeypatch.setattr(lsa.jobs, "ensure", lambda pipe, run, progress: trained.append(
         (pipe.profile, run.id, progress)))

@@ -107,11 +107,15 @@ def test_rerun_does_nothing_and_a_notebook_edit_reruns_it_and_the_report(smoke_r
         os.utime(notebook, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
-def test_snakemake_report_shows_the_pipelines_figures(smoke_run, tmp_path):
-    """`make report`: Snakemake's own HTML report, with the figures the notebooks saved."""
+def test_snakemake_report_shows_the_pipelines_figures_claims_and_notebooks(smoke_run, tmp_path):
+    """`make report`: Snakemake's own HTML report, with the figures the notebooks saved, the
+    claims table and every executed notebook."""
     html = tmp_path / "report.html"
     out = run([tool("snakemake"), "--config", "profile=smoke", "--report", str(html)])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = html.read_text()
     for png in sorted(paths.figures_dir("smoke").glob("*.png")):
         assert png.name in text, f"{png.name} missing from the report"
+    assert "claims.csv" in text
+    for notebook in sorted((paths.results_dir("smoke") / "notebooks").glob("*.ipynb")):
+        assert f"{notebook.stem}.html" in text, f"{notebook.stem} missing from the report"

@@ -171,11 +171,18 @@ def test_seeds_for_halfwidth_by_hand():
 def test_the_verdict_type_lists_exactly_the_words_the_rules_make():
     import typing
 
-    from lsa.claims import CONTROL_ORDER, VERDICT_ORDER, Verdict
+    from lsa import claims
+    from lsa.claims import CONTROL_ORDER, VERDICT_ORDER
 
     words = {*stats.PAPER_VERDICTS, *stats.CONTROL_OUTCOMES, stats.NOT_RUN,
              stats.PREMISE_NOT_MET}
-    assert set(typing.get_args(Verdict)) == words
+    assert set(typing.get_args(stats.Verdict)) == words
+    assert claims.Verdict is stats.Verdict  # one type: the claims carry what the rules return
+    assert typing.get_type_hints(claims.Claim)["verdict"] is stats.Verdict
+    for rule in (stats.sign_verdict, stats.resolve_verdict, stats.interval_verdict,
+                 stats.majority_verdict, stats.equivalence_verdict, stats.control_outcome,
+                 stats.audit_outcome, stats.threshold_outcome):
+        assert typing.get_type_hints(rule)["return"] is stats.Verdict, rule.__name__
     assert set(VERDICT_ORDER) | set(CONTROL_ORDER) == words
     made = {stats.control_outcome(lo, hi, n, w) for w in (stats.HELPS, stats.MOVES)
             for lo, hi, n in ((-2, -1, 3), (1, 2, 3), (-1, 1, 3), (-1, 1, 1), (math.nan, 1, 0))}

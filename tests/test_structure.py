@@ -104,18 +104,19 @@ def test_configuration_and_extension_share_one_list_of_method_names():
 
 # modules a run job imports that do not determine its numbers (a changed setting changes the
 # run's id instead, and editing them must not retrain a profile: README, "Inputs")
-ORCHESTRATION = {"lsa", "lsa.config", "lsa.strict", "lsa.runs", "lsa.files", "lsa.paths",
-                 "lsa.faults"}
+ORCHESTRATION = {"lsa", "lsa.config", "lsa.strict", "lsa.runs", "lsa.markers", "lsa.files",
+                 "lsa.paths", "lsa.faults"}
 
 
 def test_every_module_a_run_job_imports_is_an_input_or_orchestration():
     """Each module the run jobs reach (at load or inside a job) is the input of some kind of
     run, or orchestration by name; each kind's list names modules that are reached."""
     from lsa.pipeline import workflow_settings
+    from lsa.runs import KINDS
 
     reached = {module_file(m) for m in closure({"lsa.jobs"}, import_graph()) - ORCHESTRATION}
-    lists = workflow_settings().run_modules
-    listed = set().union(*map(set, lists.values()))
+    settings = workflow_settings()
+    listed = {module for kind in KINDS for module in settings.modules_of(kind)}
     assert reached == listed, (sorted(reached - listed), sorted(listed - reached))
 
 
@@ -124,10 +125,11 @@ def test_a_notebooks_inputs_are_what_it_loads():
     (the seed helper and fault points of lsa.notebook too), not the training stack it reaches
     only through a function."""
     inputs = notebook_inputs(ROOT / "notebooks" / "04_ablations.ipynb")
-    assert {"sections/ablations/__init__.py", "sections/ablations/items.py", "stats.py",
+    assert {"sections/ablations/__init__.py", "sections/ablations/tables.py",
+            "sections/ablations/claims.py", "sections/ablations/figures.py", "stats.py",
             "notebook.py", "seeding.py", "runs.py", "config.py"} <= set(inputs)
     assert not {"jobs.py", "train.py", "misalign.py", "__init__.py", "paths.py"} & set(inputs)
-    assert "sections/synthetic/study.py" in notebook_inputs(
+    assert "sections/synthetic/model.py" in notebook_inputs(
         ROOT / "notebooks" / "01_synthetic_study.ipynb")
 
 
@@ -148,3 +150,45 @@ def test_every_section_returns_its_own_typed_result():
     frame = pd.DataFrame({"a": [1]})
     result = ReportResult(claims_table=frame, provenance=frame, gates=frame)
     assert list(result.saved_tables()) == ["gates", "claims", "provenance"]
+
+
+#: the rooms every section package has (``lsa.sections``' docstring); synthetic also its model
+ROOMS = {"__init__.py", "tables.py", "claims.py", "figures.py", "section.yaml"}
+
+
+def test_every_section_package_has_the_same_rooms_and_a_pure_analyse():
+    """The contract of ``lsa.sections``: the same files in every package, none over 450 lines,
+    ``analyse(pipe, runs, gates)`` and ``describe(setup, result)``, and no package that plans,
+    makes or reads runs or computes gates itself (the driver does, once): walked as imports,
+    no section module reaches ``lsa.runs`` or ``lsa.jobs``, and from ``lsa.gates`` it takes
+    only the ``Gate`` type and the table of gates."""
+    import ast
+    import inspect
+
+    from lsa import sections
+
+    for key, package in sections.packages().items():
+        folder = ROOT / "lsa" / "sections" / package
+        files = {p.name for p in folder.iterdir() if p.suffix in (".py", ".yaml")}
+        assert files - {"model.py"} == ROOMS, (package, sorted(files ^ ROOMS))
+        assert "model.py" not in files or package == "synthetic", package
+        module = sections.module(key)
+        assert list(inspect.signature(module.analyse).parameters) == ["pipe", "runs", "gates"]
+        assert list(inspect.signature(module.describe).parameters) == ["setup", "result"]
+        for path in folder.glob("*.py"):
+            text = path.read_text()
+            assert len(text.splitlines()) <= 450, f"{path.name} of {package}: over 450 lines"
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = {a.name for a in node.names}
+                    assert node.module not in ("lsa.runs", "lsa.jobs"), (package, path.name)
+                    assert node.module != "lsa.gates" or names <= {"Gate", "gates_table"}, package
+                    assert node.module != "lsa" or not names & {"runs", "jobs", "gates"}, package
+                    # an alias hides which room a name comes from
+                    assert not any(a.asname for a in node.names
+                                   if node.module.startswith("lsa.sections")), (package, names)
+                if isinstance(node, ast.Attribute) and node.attr in (
+                        "ensure_runs", "compute_gates", "collect_runs", "read_tables"):
+                    raise AssertionError(f"{package}/{path.name} calls {node.attr}")
+                if isinstance(node, ast.Name) and node.id in ("runs_of", "RunSet"):
+                    raise AssertionError(f"{package}/{path.name} names {node.id}")

@@ -6,7 +6,20 @@ import pytest
 import torch
 
 from lsa.config import SyntheticConfig
-from lsa.sections.synthetic import study as syn
+from lsa.sections.synthetic.claims import synthetic_claims
+from lsa.sections.synthetic.model import (
+    BOS,
+    OutRep,
+    RunSpec,
+    SyntheticTransformer,
+    alibi_slopes,
+    make_batch,
+    rotate,
+    run_grid,
+    run_specs,
+    sinusoidal_table,
+)
+from lsa.sections.synthetic.tables import per_run_summary, relative_rmse, summarize
 
 
 def gen(seed=0):
@@ -16,9 +29,9 @@ def gen(seed=0):
 @pytest.mark.parametrize("task", ["mean", "mean_uniform", "length", "sum"])
 def test_batch_layout_and_targets(task):
     lengths = torch.tensor([1, 3, 7, 10])
-    tokens, target = syn.make_batch(task, lengths, gen())
+    tokens, target = make_batch(task, lengths, gen())
     assert tokens.shape == (4, 11)
-    assert (tokens[:, 0] == syn.BOS).all()
+    assert (tokens[:, 0] == BOS).all()
     bits = tokens[:, 1:]
     for i, length in enumerate(lengths.tolist()):
         row = bits[i]
@@ -32,12 +45,12 @@ def test_batch_layout_and_targets(task):
 
 def test_mean_uniform_count_is_uniform():
     lengths = torch.full((20000,), 4)
-    tokens, target = syn.make_batch("mean_uniform", lengths, gen(1))
+    tokens, target = make_batch("mean_uniform", lengths, gen(1))
     counts = np.bincount(tokens[:, 1:].sum(1).numpy(), minlength=5)
     assert counts.shape == (5,)
     np.testing.assert_allclose(counts / counts.sum(), 0.2, atol=0.015)
     # while Bernoulli(0.5) bits give Binomial(4, 0.5): 1/16 at the ends
-    tokens, _ = syn.make_batch("mean", lengths, gen(1))
+    tokens, _ = make_batch("mean", lengths, gen(1))
     counts = np.bincount(tokens[:, 1:].sum(1).numpy(), minlength=5) / 20000
     assert counts[0] == pytest.approx(1 / 16, abs=0.01)
 
@@ -46,27 +59,27 @@ def test_mean_uniform_count_is_uniform():
 @pytest.mark.parametrize("shift", [0.0, 1.0])
 def test_outrep_inverse(name, shift):
     y = torch.tensor([1.0, 2.0, 5.0, 50.0], dtype=torch.float64)
-    rep = syn.OutRep(name, shift)
+    rep = OutRep(name, shift)
     torch.testing.assert_close(rep.inverse(rep.forward(y)), y)
 
 
 def test_outrep_values():
     y = torch.tensor([4.0], dtype=torch.float64)
-    assert syn.OutRep("sqrt").forward(y).item() == 2.0
-    assert syn.OutRep("log", 1.0).forward(y).item() == pytest.approx(math.log(5))
-    assert syn.OutRep("inv_sqrt").forward(y).item() == 0.5
-    assert math.isfinite(syn.OutRep("inv_sqrt").inverse(torch.tensor([-3.0])).item())
+    assert OutRep("sqrt").forward(y).item() == 2.0
+    assert OutRep("log", 1.0).forward(y).item() == pytest.approx(math.log(5))
+    assert OutRep("inv_sqrt").forward(y).item() == 0.5
+    assert math.isfinite(OutRep("inv_sqrt").inverse(torch.tensor([-3.0])).item())
 
 
 def test_sinusoidal_table():
-    table = syn.sinusoidal_table(5, 4)
+    table = sinusoidal_table(5, 4)
     assert table[0].tolist() == [0.0, 1.0, 0.0, 1.0]
     assert table[3, 0].item() == pytest.approx(math.sin(3))
     assert table[3, 3].item() == pytest.approx(math.cos(3 / 100))
 
 
 def test_alibi_slopes():
-    assert syn.alibi_slopes(4).tolist() == [2**-2, 2**-4, 2**-6, 2**-8]
+    assert alibi_slopes(4).tolist() == [2**-2, 2**-4, 2**-6, 2**-8]
 
 
 def test_rope_scores_depend_only_on_offset():
@@ -74,19 +87,19 @@ def test_rope_scores_depend_only_on_offset():
     q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
 
     def score(i, j):
-        qi = syn.rotate(q, torch.tensor([i]))
-        kj = syn.rotate(k, torch.tensor([j]))
+        qi = rotate(q, torch.tensor([i]))
+        kj = rotate(k, torch.tensor([j]))
         return (qi * kj).sum().item()
 
     assert score(3, 1) == pytest.approx(score(10, 8), abs=1e-5)
     assert score(0, 0) == pytest.approx((q * k).sum().item(), abs=1e-6)
-    assert syn.rotate(q, torch.tensor([7])).norm().item() == pytest.approx(q.norm().item(), 1e-5)
+    assert rotate(q, torch.tensor([7])).norm().item() == pytest.approx(q.norm().item(), 1e-5)
 
 
-@pytest.mark.parametrize("encoding", syn.SyntheticTransformer.ENCODINGS)
+@pytest.mark.parametrize("encoding", SyntheticTransformer.ENCODINGS)
 def test_model_is_causal_and_reads_the_last_real_token(encoding):
     torch.manual_seed(0)
-    model = syn.SyntheticTransformer(encoding, d_model=16, n_layers=2, n_heads=2,
+    model = SyntheticTransformer(encoding, d_model=16, n_layers=2, n_heads=2,
                                      max_positions=16).eval()
     tokens = torch.tensor([[2, 1, 0, 1, 1, 0, 1]])
     changed = tokens.clone()
@@ -100,16 +113,16 @@ def test_model_is_causal_and_reads_the_last_real_token(encoding):
 
 
 def test_alibi_bias_matches_definition():
-    model = syn.SyntheticTransformer("alibi", d_model=8, n_heads=2)
+    model = SyntheticTransformer("alibi", d_model=8, n_heads=2)
     bias = model.attention_bias(3, "cpu")
-    slopes = syn.alibi_slopes(2)
+    slopes = alibi_slopes(2)
     assert bias.shape == (2, 3, 3)
     assert bias[1, 2, 0].item() == pytest.approx(-2 * slopes[1].item())
     assert bias[0, 0, 1].item() == float("-inf")
 
 
 def test_learned_positions_beyond_table_fail_clearly():
-    model = syn.SyntheticTransformer("learned", d_model=8, n_heads=2, max_positions=4)
+    model = SyntheticTransformer("learned", d_model=8, n_heads=2, max_positions=4)
     with pytest.raises(ValueError, match="max_positions=4"):
         model(torch.zeros(1, 6, dtype=torch.long), torch.tensor([5]))
 
@@ -121,21 +134,21 @@ TINY = dict(tasks=["mean", "length"], encodings=["nope", "rope"], outrep_tasks=[
 
 def test_run_specs_cover_the_grid_once():
     cfg = SyntheticConfig(**TINY, seeds=2)
-    specs = syn.run_specs(cfg)
+    specs = run_specs(cfg)
     # 2 tasks x 2 encodings + (length, nope, sqrt) -- (length, nope, identity) is not repeated
     assert len(specs) == 2 * (2 * 2 + 1)
     assert len(set(specs)) == len(specs)
-    assert syn.RunSpec("length", "nope", "sqrt", 1) in specs
+    assert RunSpec("length", "nope", "sqrt", 1) in specs
 
 
 def test_same_seed_same_numbers_and_workers_do_not_matter():
     cfg = SyntheticConfig(**TINY)
-    a = syn.run_grid(cfg, progress=False)
-    b = syn.run_grid(cfg, progress=False)
+    a = run_grid(cfg, progress=False)
+    b = run_grid(cfg, progress=False)
     pd.testing.assert_frame_equal(a, b)
-    c = syn.run_grid(SyntheticConfig(**{**TINY, "workers": 2}), progress=False)
+    c = run_grid(SyntheticConfig(**{**TINY, "workers": 2}), progress=False)
     pd.testing.assert_frame_equal(a, c)
-    d = syn.run_grid(SyntheticConfig(**{**TINY, "seed": 1}), progress=False)
+    d = run_grid(SyntheticConfig(**{**TINY, "seed": 1}), progress=False)
     assert not np.allclose(a["mse"], d["mse"])
 
 
@@ -151,13 +164,13 @@ def test_summaries_by_hand():
         for length, mse in [(1, 1.0), (2, 3.0), (3, 10.0), (4, 30.0)]:
             rows.append(["length", "nope", "identity", rep, length, mse * scale, 0.0])
     df = fake_per_length(rows)
-    runs = syn.per_run_summary(df, cfg)
+    runs = per_run_summary(df, cfg)
     assert runs["in_range"].tolist() == [2.0, 6.0]
     assert runs["out_of_range"].tolist() == [20.0, 60.0]
-    summary = syn.summarize(df, cfg).iloc[0]
+    summary = summarize(df, cfg).iloc[0]
     assert summary["out_of_range_mean"] == 40.0
     assert summary["out_of_range_std"] == pytest.approx(np.std([20, 60], ddof=1))
-    rel = syn.relative_rmse(df, cfg)
+    rel = relative_rmse(df, cfg)
     # length task: sqrt(mse)/length averaged over lengths 3, 4 (replicate 0)
     assert rel["rel_rmse"].iloc[0] == pytest.approx((math.sqrt(10) / 3 + math.sqrt(30) / 4) / 2)
 
@@ -170,22 +183,63 @@ def test_claim_verdicts_follow_the_numbers():
         rows.append(["mean", "nope", "identity", 0, length, 2e-5, 0.0])  # tiny: generalizes
         rows.append(["length", "nope", "identity", 0, length, 0.01 if length < 3 else 9.0, 0.0])
         rows.append(["length", "nope", "sqrt", 0, length, 0.01 if length < 3 else 4.0, 0.0])
-    got = {c["id"]: c for c in syn.claims(fake_per_length(rows), cfg)}
+    got = {c["id"]: c for c in synthetic_claims(fake_per_length(rows), cfg)}
     assert got["S3.1"]["verdict"] == "agrees"       # sqrt(2e-5)/0.5 < 0.05
     assert got["S3.2"]["verdict"] == "agrees"       # 2e-5 within 10x of 1e-5
     assert got["S3.3"]["verdict"] == "agrees"       # sqrt(9)/3 = 1 >> 0.05
     assert got["S3.4"]["verdict"] == "not run"      # mean_uniform not in the config
     assert got["S3.6"]["verdict"] == "agrees"       # 4 < 9
     rows = [r if r[2] != "sqrt" else r[:5] + [20.0, 0.0] for r in rows]
-    got = {c["id"]: c for c in syn.claims(fake_per_length(rows), cfg)}
+    got = {c["id"]: c for c in synthetic_claims(fake_per_length(rows), cfg)}
     assert got["S3.6"]["verdict"] == "disagrees"
 
+
+
+def test_analyse_on_a_hand_built_run_table():
+    """``analyse`` reads the grid from ``runs.synthetic`` (trains nothing): two seeds of length
+    prediction whose out-of-range MSE is 20 and 60 (mean 40), sqrt beating identity in one
+    seed of two, the claims on those numbers and the figures' settings on the result."""
+    import dataclasses
+    import types
+
+    from lsa.config import load_config
+    from lsa.runtable import RunTables
+    from lsa.sections import synthetic
+
+    cfg = SyntheticConfig(tasks=["length"], encodings=["nope"], outrep_tasks=["length"],
+                          outrep_transforms=["sqrt"], train_min_len=1, train_max_len=2,
+                          test_max_len=4, seeds=2)
+    rows = []
+    for rep, scale, sqrt_scale in [(0, 1.0, 0.5), (1, 3.0, 4.0)]:
+        for length, mse in [(1, 1.0), (2, 3.0), (3, 10.0), (4, 30.0)]:
+            rows.append(["length", "nope", "identity", rep, length, mse * scale, 0.0])
+            rows.append(["length", "nope", "sqrt", rep, length, mse * sqrt_scale, 0.0])
+    pipe = dataclasses.replace(load_config(profile="smoke"), synthetic=cfg)
+    result = synthetic.analyse(pipe, RunTables(synthetic=fake_per_length(rows)), [])
+    summary = result.summary.set_index("transform")
+    assert summary.loc["identity", "out_of_range_mean"] == 40.0
+    assert summary.loc["sqrt", "out_of_range_mean"] == pytest.approx((10 + 80) / 2)
+    assert (summary["seeds"] == 2).all()
+    assert result.metrics == {"summary": result.summary.to_dict(orient="records")}
+    got = {c["id"]: c for c in result.claims}
+    assert got["S3.1"]["verdict"] == got["S3.2"]["verdict"] == "not run"  # no mean task
+    assert got["S3.3"]["verdict"] == "agrees"       # sqrt(10)/3 >> 0.05: does not generalize
+    assert got["S3.6"]["claim"] == "OutRep sqrt improves length prediction (nope)"
+    assert "ratio sqrt/identity = 1.12; better in 1/2 seed(s)" in got["S3.6"]["ours"]  # 45/40
+    assert got["S3.6"]["verdict"] == "inconclusive"  # a higher mean, one seed of two better
+    assert list(result.saved_tables()) == ["per_length", "summary"]
+    setup = types.SimpleNamespace(profile="smoke")
+    assert synthetic.train_span(setup, result) == (0.5, 2.5)
+    assert list(synthetic.loss_by_length(setup, result)["transform"].unique()) == ["identity"]
+    assert "2 seed(s)" in synthetic.describe(setup, result)
+    with pytest.raises(ValueError, match="synthetic"):
+        synthetic.analyse(pipe, RunTables(), [])
 
 # --- the pool's workers die with the process that started them (a killed kernel or job) -----
 
 _KILLED_RUN = """
 import sys
-from lsa.sections.synthetic import study as syn
+from lsa.sections.synthetic import model
 from lsa.config import SyntheticConfig
 
 class Bar:  # says when the first run came back: the workers are past their initializer
@@ -196,8 +250,8 @@ class Bar:  # says when the first run came back: the workers are past their init
     def close(self): pass
 
 if __name__ == "__main__":  # spawn imports this file again in each worker
-    syn.tqdm = Bar
-    syn.run_grid(SyntheticConfig(**{TINY!r}, seeds=400, workers=2))
+    model.tqdm = Bar
+    model.run_grid(SyntheticConfig(**{TINY!r}, seeds=400, workers=2))
     print("finished", flush=True)
 """
 

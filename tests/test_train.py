@@ -10,8 +10,8 @@ import torch
 
 from lsa.config import OptimConfig
 from lsa.data.tokens import TokenStream
+from lsa.markers import read_log
 from lsa.models import scratch_llama
-from lsa.runs import read_log
 from lsa.train import Objective, lr_lambda, train
 
 from conftest import ROOT, run, tool

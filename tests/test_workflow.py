@@ -132,7 +132,7 @@ def test_a_dry_run_leaves_the_results_folder_as_it_was(out_root):
     whose files no longer verify (both fixed by a real run: rule resolved_config and
     `python -m lsa pipeline`), dry runs of smoke and mini-full (which also plans mini's
     resolved file) leave every file, and its timestamp, as it was."""
-    from lsa.runs import FINISHED
+    from lsa.markers import FINISHED
 
     pipe = load_config(profile="smoke")
     write_resolved(load_config(profile="smoke", overrides={"seed": 5}))
@@ -193,9 +193,13 @@ def test_workflow_settings_cover_every_run_kind_and_section():
     assert settings.resources("gpu-small", "finetune").gpu == 1
     assert settings.resources("mini", "finetune").threads == 1  # two at a time
     # modules that only orchestrate are no run's input (editing them retrains nothing)
-    for modules in settings.run_modules.values():
-        assert not {"config.py", "strict.py", "runs.py", "pipeline.py", "files.py",
-                    "__main__.py", "runtable.py"} & set(modules)
+    for kind in settings.run_modules:
+        assert not {"config.py", "strict.py", "runs.py", "markers.py", "pipeline.py",
+                    "files.py", "__main__.py", "runtable.py"} & set(settings.modules_of(kind))
+    # the shared parts are named once (module_groups), each kind's list names them
+    assert "misalign.py" in settings.module_groups["core"]
+    assert all("misalign.py" in settings.modules_of(kind) for kind in settings.run_modules)
+    assert not any("misalign.py" in entries for entries in settings.run_modules.values())
 
 
 def test_bad_workflow_settings_fail_with_a_clear_message(tmp_path):
@@ -212,6 +216,54 @@ def test_bad_workflow_settings_fail_with_a_clear_message(tmp_path):
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=r"sections.01_synthetic_study: threads = 0"):
         workflow_settings(path)
+    raw["sections"]["01_synthetic_study"] = {}
+    raw["run_modules"]["probe"] = ["core", "measure"]
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"run_modules.probe: 'measure' is neither a module"):
+        workflow_settings(path)
+    raw["run_modules"]["probe"] = ["core", "nothing.py"]
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"run_modules.probe: no module lsa/nothing.py"):
+        workflow_settings(path)
+
+
+RULES_SCRIPT = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+with SnakemakeApi(OutputSettings()) as api:
+    wapi = api.workflow(resource_settings=ResourceSettings(),
+                        config_settings=ConfigSettings(config={"profile": sys.argv[1]}),
+                        snakefile=Path("Snakefile"), workdir=Path("."))
+    wapi.dag()
+    print("RULES=" + json.dumps({r.name: [r._restart_times, r.shellcmd] for r in
+                                 wapi._workflow.rules}))
+"""
+
+
+def test_a_section_notebook_has_timeouts_and_one_retry(out_root):
+    """papermill gives each section's kernel workflow/settings.yaml's kernel_start_timeout to
+    start and each cell the job's runtime; a failed notebook is retried once, a run job never
+    (its command is unchanged: a changed command would retrain every run)."""
+    import json
+    import sys
+
+    out = run([sys.executable, "-c", RULES_SCRIPT, "smoke"])
+    assert out.returncode == 0, out.stderr[-3000:]
+    rules = json.loads(out.stdout.split("RULES=")[1].splitlines()[0])
+    settings = workflow_settings()
+    for key in load_config(profile="smoke").sections:
+        retries, shell = rules[f"section_{key}"]
+        timeouts = settings.notebook_timeouts(key)
+        assert retries == 1, key
+        assert f" --start-timeout {timeouts['start']} " in shell, shell
+        assert f" --execution-timeout {timeouts['execution']} " in shell, shell
+    assert settings.notebook_timeouts("01_synthetic_study") == {
+        "start": settings.kernel_start_timeout,
+        "execution": 60 * settings.section_job("01_synthetic_study").runtime}
+    for name in ("base_model", "resolved_config", "report_files"):
+        assert not rules[name][0] and "timeout" not in rules[name][1], name
 
 
 def test_jobs_run_the_interpreter_that_runs_snakemake(out_root):

@@ -12,11 +12,12 @@ import yaml
 from snakemake.settings.types import DeploymentMethod
 
 from lsa.config import from_mapping
-from lsa.pipeline import (notebook_parameters, resolved_file, resolved_text, rule_name,
-                          section_settings, workflow_settings)
+from lsa.pipeline import (LIGHT_RULES, RESOLVED_RULES, notebook_parameters, resolved_file,
+                          resolved_text, rule_name, section_settings, workflow_settings)
 from lsa import paths
 from lsa.imports import notebook_inputs
-from lsa.runs import FINISHED, SHARED_RUNS, digest, runs_of
+from lsa.markers import FINISHED
+from lsa.runs import SHARED_RUNS, digest, runs_of
 
 PIPE = from_mapping(config)
 PROFILE = PIPE.profile

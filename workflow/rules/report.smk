@@ -1,26 +1,45 @@
-# The figures of the profile, gathered for `snakemake --report` (make report): each PNG that the
-# section notebooks saved is copied into one folder marked as a report output, so the HTML report
-# shows the pipeline's own figures beside its runtimes.
+# What `snakemake --report` (make report) shows beside the runtimes: each PNG that the section
+# notebooks saved, the replication report's claims table and every executed notebook as HTML,
+# copied into folders marked as report outputs.
 
 
-rule report_figures:
+rule report_files:
     input:
-        [section_outputs(key)["metrics"] for key in PIPE.sections],
+        metrics=[section_outputs(key)["metrics"] for key in PIPE.sections],
+        notebooks=[section_outputs(key)["notebook"] for key in PIPE.sections],
     output:
-        report(
+        figures=report(
             directory(rel(paths.results_dir(PROFILE) / "report_figures")),
             patterns=["{name}.png"],
             category="Figures",
             caption="../report/figures.rst",
         ),
+        claims=report(
+            rel(paths.results_dir(PROFILE) / "report_claims" / "claims.csv"),
+            category="Claims",
+            caption="../report/claims.rst",
+        ),
+        notebooks=report(
+            directory(rel(paths.results_dir(PROFILE) / "report_notebooks")),
+            patterns=["{name}.html"],
+            category="Notebooks",
+            caption="../report/notebooks.rst",
+        ),
     params:
         figures=rel(paths.figures_dir(PROFILE)),
+        # the report section's claims table (the section whose settings part is `report`)
+        claims=rel(paths.section_dir(PROFILE, next(
+            k for k, s in PIPE.sections.items() if s.config == "report")) / "claims.csv"),
     log:
-        f"logs/{PROFILE}/report_figures.log",
+        f"logs/{PROFILE}/report_files.log",
     threads: LIGHT.threads
     resources:
         **job_resources(LIGHT),
     conda:
         ENV
     shell:
-        "(mkdir -p {output:q} && cp {params.figures:q}/*.png {output:q}/) > {log:q} 2>&1"
+        "(mkdir -p {output.figures:q} {output.notebooks:q}"
+        " && cp {params.figures:q}/*.png {output.figures:q}/"
+        " && cp {params.claims:q} {output.claims:q}"
+        f" && {PYTHON} -m nbconvert --to html --output-dir {{output.notebooks:q}}"
+        " {input.notebooks:q}) > {log:q} 2>&1"

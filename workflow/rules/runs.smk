@@ -12,7 +12,7 @@ for _run in RUNS:
         name:
             rule_name(_run)
         input:
-            modules(SETTINGS.run_modules[_run.kind]),
+            modules(SETTINGS.modules_of(_run.kind)),
             config=ancient(run_config(_run)),
             needs=[run_output(need) for need in _run.needs],
         output:

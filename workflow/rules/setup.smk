@@ -7,15 +7,17 @@
 #   input, so rewriting it reruns only the jobs whose ids or settings changed;
 # - the Jupyter kernel `lsa` of the section notebooks (common.smk, KERNEL).
 
+# the light rules (lsa.pipeline.LIGHT_RULES) but the resolved files' rules this profile lacks
+# (one per resolved file: RESOLVED_RULES)
 if LIGHT.local:
-    LOCAL_RULES += ["resolved_config", "jupyter_kernel", "report_figures"]
-    LOCAL_RULES += ["resolved_config_shared"] if len(RESOLVED_TEXT) > 1 else []
+    LOCAL_RULES += [name for name in LIGHT_RULES
+                    if name not in RESOLVED_RULES[len(RESOLVED_TEXT):]]
 
 for _i, (_path, _text) in enumerate(RESOLVED_TEXT.items()):
 
     rule:
         name:
-            "resolved_config" if _i == 0 else "resolved_config_shared"
+            RESOLVED_RULES[_i]
         output:
             config=_path,
             # the digest of the text the file holds, the only stamp of its folder: a file
@@ -25,7 +27,7 @@ for _i, (_path, _text) in enumerate(RESOLVED_TEXT.items()):
             text=_text,
             stamps=lambda wildcards, output: os.path.dirname(output.stamp),
         log:
-            f"logs/{PROFILE}/resolved_config{'' if _i == 0 else '_shared'}.log",
+            f"logs/{PROFILE}/{RESOLVED_RULES[_i]}.log",
         threads: LIGHT.threads
         resources:
             **job_resources(LIGHT),

@@ -1,5 +1,6 @@
-"""Sections 5.1-5.2, Tables 2-3: the regularizer's paired effect per method, its verdicts
-against the paper's effect, the power table, the paper's rows beside ours and LongBench-E.
+"""Sections 5.1-5.2, Tables 2-3, as tables (DataFrames in, DataFrames out): the regularizer's
+paired effect per method, the paper's effect in nats, the power table, the paper's rows beside
+ours and LongBench-E. Their verdicts: ``claims``.
 
 Seed noise: the regularizer's effect on a quantity is the mean over seeds of the paired
 difference (alpha run minus CE run, same seed, same data order), with the 95 % Student t
@@ -9,21 +10,12 @@ interval of that mean (``lsa.stats.paired_interval``), read by ``lsa.stats.resol
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lsa.claims import PAPER, Claim, fmt, paper
-from lsa.config import PipelineConfig
-from lsa.runs import runs_of
-from lsa.runtable import loss_label
-from lsa.stats import (
-    paired_interval,
-    resolution_text,
-    resolve_verdict,
-    seeds_for_halfwidth,
-)
+from lsa.claims import PAPER, paper
+from lsa.stats import paired_interval, seeds_for_halfwidth
 
 # the paper's Tables 2-3 rows for the methods that have them: (table key, paper's alpha)
 PAPER_ROWS = {"clex": "table2/clex_redpajama", "longqlora": "table3/longqlora",
@@ -66,108 +58,6 @@ def paper_effect_nats(method: str) -> tuple[float, str]:
     return math.log(reg / ce), source
 
 
-def _verdict_words(row, effect: float | None, unit: str) -> tuple[str, str]:
-    """(verdict, what the interval resolves) of a paired-effect row (``paired_effect``)."""
-    verdict = resolve_verdict(row.low, row.high, -1, effect, row.seeds, row.diffs)
-    return verdict, resolution_text(row.low, row.high, effect, unit)
-
-
-def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec. 5.2"
-                     ) -> list[dict[str, Any]]:
-    """Per method: does CE + alpha * misalign lower the long-window NLL (nats; perplexity
-    beside), flatten perplexity's growth, lower the misalignment metric, and lower the copy NLL
-    beyond ``l_train`` (2x and 4x: the long-context task, our analogue of the paper's
-    LongBench-E). Verdicts in ``lsa.stats.resolve_verdict``'s words, against the paper's
-    perplexity effect for the method in nats (``paper_effect_nats``) where the paper has one."""
-    claims: list[Claim] = []
-    if runs.empty:
-        return []
-    runs = runs.assign(nll_long=np.log(runs["ppl_long"]))
-    nll = paired_effect(runs, "nll_long", alpha).set_index("method")
-    ppl = paired_effect(runs, "ppl_long", alpha)
-    mis = paired_effect(runs, "misalignment", alpha)
-    mis_all = (paired_effect(runs, "misalignment_all", alpha).set_index("method")
-               if "misalignment_all" in runs else pd.DataFrame())
-    for i, row in enumerate(ppl.itertuples(), start=1):
-        method = row.method
-        effect, source = paper_effect_nats(method)
-        key = PAPER_ROWS.get(method)
-        if key:
-            ce, reg = paper(f"{key}/ce/ppl"), paper(f"{key}/a0.1/ppl")
-            paper_text, grade = (f"PPL {ce.value} -> {reg.value} "
-                                 f"({reg.value - ce.value:+.2f}; {effect:+.3f} nats)", reg.grade)
-        else:
-            paper_text, grade = "not in the paper's tables (expected lower)", "?"
-        n = nll.loc[method]
-        verdict, resolves = _verdict_words(n, effect, " nats")
-        note = ("1 seed: no interval, no verdict" if n.seeds < 2 else
-                f"{n.seeds} seeds, 95 % t interval of the paired NLL difference "
-                f"[{n.low:+.3g}, {n.high:+.3g}] nats; {resolves}, {source}")
-        claims.append(Claim(
-            f"S5.{i}", section,
-            f"CE + {alpha:g} misalign lowers long-window perplexity ({method})",
-            paper_text, grade,
-            f"NLL {n.baseline:.4f} -> {n.regularized:.4f} nats ({n.delta:+.3g}); PPL "
-            f"{fmt(row.baseline, 4)} -> {fmt(row.regularized, 4)} ({row.delta:+.3g}); lower "
-            f"in {row.wins}/{row.seeds} seed(s)",
-            verdict,  # type: ignore[arg-type]
-            f"long window = 2x and 4x l_train, token-weighted; {note}", method=method))
-    growth = paired_effect(runs, "ppl_growth", alpha)
-    for row in growth.itertuples():
-        verdict, resolves = _verdict_words(row, None, "")
-        claims.append(Claim(
-            f"S5.{len(claims) + 1}", section,
-            f"The regularizer flattens the growth of perplexity with length ({row.method})",
-            "not in the paper (a reading of ours)", "?",
-            f"PPL(longest) / PPL(1x) {row.baseline:.3f} -> {row.regularized:.3f}; "
-            f"lower in {row.wins}/{row.seeds} seed(s)",
-            verdict,  # type: ignore[arg-type]
-            "longest window = the largest evaluation multiple of l_train; 95 % t interval "
-            f"of the paired difference [{row.low:+.3g}, {row.high:+.3g}]; {resolves}",
-            method=row.method))
-    n_before = len(claims)
-    for j, row in enumerate(mis.itertuples(), start=n_before + 1):
-        every = (f"; over every overlap position {fmt(mis_all.at[row.method, 'baseline'], 4)} "
-                 f"-> {fmt(mis_all.at[row.method, 'regularized'], 4)}"
-                 if row.method in mis_all.index else "")
-        verdict, resolves = _verdict_words(row, None, " nats")
-        claims.append(Claim(
-            f"S5.{j}", section,
-            f"The regularizer lowers the long-short misalignment ({row.method})",
-            "implied (the term is minimised)", "?",
-            f"L_misalign {fmt(row.baseline, 4)} -> {fmt(row.regularized, 4)}; "
-            f"lower in {row.wins}/{row.seeds} seed(s)",
-            verdict,  # type: ignore[arg-type]
-            f"interval [{row.low:+.3g}, {row.high:+.3g}]; {resolves}; metric on the test books, "
-            "l_extra from setting 1, over the overlap positions "
-            f"where both contexts are >= l_train / 2 tokens (the paper's l1, l2){every}",
-            method=row.method))
-    for multiple in (2, 4):  # the long-context task: copying from far text beyond l_train
-        column = f"nll_copy_{multiple}x"
-        if column not in runs:
-            continue
-        for row in paired_effect(runs, column, alpha).itertuples():
-            effect, source = paper_effect_nats(row.method)
-            verdict, resolves = _verdict_words(row, effect, " nats")
-            key = PAPER_ROWS.get(row.method)
-            paper_text = (f"LongBench-E {paper(f'{key}/ce/longbench').value} -> "
-                          f"{paper(f'{key}/a0.1/longbench').value} (our analogue)" if key
-                          else "not in the paper's tables (expected lower)")
-            claims.append(Claim(
-                f"S5.{len(claims) + 1}", section,
-                f"CE + {alpha:g} misalign improves the long-context task at {multiple}x "
-                f"l_train: copy NLL ({row.method})",
-                paper_text, paper(f"{key}/a0.1/longbench").grade if key else "?",
-                f"copy NLL {row.baseline:.3f} -> {row.regularized:.3f} nats ({row.delta:+.3g}); "
-                f"lower in {row.wins}/{row.seeds} seed(s)",
-                verdict,  # type: ignore[arg-type]
-                f"copy probes at {multiple}x l_train (the far half of each window); 95 % t "
-                f"interval of the paired difference [{row.low:+.3g}, {row.high:+.3g}] nats; "
-                f"{resolves} (margin: the paper's perplexity effect, {source})",
-                method=row.method))
-    return [c.to_dict() for c in claims]
-
-
 def power_table(runs: pd.DataFrame, alpha: float = 0.1,
                 columns: tuple[str, ...] = ("nll_long", "nll_2x", "nll_4x")) -> pd.DataFrame:
     """The power computation of the seeds (config/config.yaml, ``finetune.seeds`` and
@@ -208,21 +98,6 @@ def paper_table(runs: pd.DataFrame, alpha: float = 0.1) -> pd.DataFrame:
                         f"paper: LongBench-E +{alpha:g}": paper(f"{key}/a0.1/longbench").value,
                         "grade": paper(f"{key}/a0.1/ppl").grade})
         rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def collect_longbench(pipe: PipelineConfig) -> pd.DataFrame:
-    """One row per finished LongBench-E evaluation (``lsa.jobs.longbench_evaluate``): run,
-    method, alpha, loss, seed, the score of each length bucket and ``LongBench-E`` (unweighted
-    means over datasets)."""
-    rows = []
-    for name, run in runs_of(pipe).longbench.items():
-        if not run.finished:
-            continue
-        m = run.metrics()
-        rows.append({"run": name, "method": m["method"], "alpha": m["alpha"],
-                     "loss": loss_label(m["alpha"]), "seed": m["seed"], **m["buckets"],
-                     "LongBench-E": m["longbench_e"]})
     return pd.DataFrame(rows)
 
 

@@ -1,6 +1,9 @@
 """Section 3, Figure 1 (notebook ``01_synthetic_study``): regression on binary sequences,
 trained short and tested long, for each task x positional encoding, and output
-reparameterization (OutRep). The models and tasks: ``lsa.sections.synthetic.study``."""
+reparameterization (OutRep). The models, tasks and training (``run_grid``, which the driver's
+reader calls to fill ``RunTables.synthetic``): ``model``; its tables: ``tables``; its claims:
+``claims``; its figures and the main figure's tidy table (``loss_by_length``, which the
+notebook plots): ``figures``."""
 
 from __future__ import annotations
 
@@ -8,10 +11,16 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from lsa import plots
+from lsa.config import PipelineConfig, SyntheticConfig
+from lsa.gates import Gate
 from lsa.notebook import Setup
-from lsa.sections import Result, save_figure
-from lsa.sections.synthetic import study as synthetic
+from lsa.runtable import RunTables
+from lsa.sections import Result
+from lsa.sections.synthetic import claims, model, tables
+from lsa.sections.synthetic.figures import figure_outrep, loss_by_length, train_span
+
+__all__ = ["SyntheticResult", "analyse", "describe", "examples", "figure_outrep",
+           "loss_by_length", "train_span"]
 
 
 def examples(setup: Setup) -> list[str]:
@@ -21,7 +30,7 @@ def examples(setup: Setup) -> list[str]:
     cfg, gen = setup.settings, torch.Generator().manual_seed(setup.settings.seed)
     lines = []
     for task in cfg.tasks:
-        tokens, target = synthetic.make_batch(task, torch.tensor([4, 7]), gen)
+        tokens, target = model.make_batch(task, torch.tensor([4, 7]), gen)
         for row, y in zip(tokens, target):
             lines.append(f"{task:>12}: {''.join(map(str, row[1:].tolist()))!s:<8} -> "
                          f"{y.item():.3f}")
@@ -30,50 +39,29 @@ def examples(setup: Setup) -> list[str]:
 
 @dataclass
 class SyntheticResult(Result):
-    """Section 3's tables: the test loss of every run at every length, and its summary."""
+    """Section 3's tables: the test loss of every run at every length, and its summary;
+    ``settings``: the configuration the grid ran with (what the figures read)."""
 
     per_length: pd.DataFrame | None = None
     summary: pd.DataFrame | None = None
+    settings: SyntheticConfig | None = None
 
 
-def analyse(setup: Setup) -> SyntheticResult:
-    """Train every (task, encoding, transform, seed) and test it at every length."""
-    cfg = setup.settings
-    per_length = synthetic.run_grid(cfg)
-    summary = synthetic.summarize(per_length, cfg)
-    return SyntheticResult(per_length=per_length, summary=summary,
-                           claims=synthetic.claims(per_length, cfg),
+def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> SyntheticResult:
+    """The grid's test loss at every length (``runs.synthetic``: every (task, encoding,
+    transform, seed) trained and tested by ``model.run_grid``), its summary and the claims."""
+    runs.need("synthetic")
+    cfg, per_length = pipe.synthetic, runs.synthetic
+    summary = tables.summarize(per_length, cfg)
+    return SyntheticResult(per_length=per_length, summary=summary, settings=cfg,
+                           claims=claims.synthetic_claims(per_length, cfg),
                            metrics={"summary": summary.to_dict(orient="records")})
 
 
-def loss_by_length(setup: Setup, result: SyntheticResult) -> pd.DataFrame:
-    """Figure 1's tidy table, what its figure plots: the identity-output runs, one row per
-    (task, encoding, seed, length) with its test ``mse``, in the configured task order."""
-    per_length = result.per_length
-    ident = per_length[per_length["transform"] == "identity"].copy()
-    ident["task"] = pd.Categorical(ident["task"].str.replace("_", " "), ordered=True,
-                                   categories=[t.replace("_", " ") for t in setup.settings.tasks])
-    return ident
-
-
-def train_span(setup: Setup) -> tuple[float, float]:
-    """The training lengths as an x range to shade (half a token either side)."""
-    return setup.settings.train_min_len - 0.5, setup.settings.train_max_len + 0.5
-
-
-def figure_outrep(setup: Setup, result: SyntheticResult):
-    """Figure 1 (c): OutRep transforms against the identity."""
-    cfg, per_length = setup.settings, result.per_length
-    outrep = per_length[per_length["task"].isin(cfg.outrep_tasks)
-                        & per_length["encoding"].isin(cfg.outrep_encodings)]
-    cells = [(t, e) for t in cfg.outrep_tasks for e in cfg.outrep_encodings]
-    fig, axes = plots.plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.6),
-                                   squeeze=False)
-    for ax, (task, enc) in zip(axes[0], cells):
-        sub = outrep[(outrep["task"] == task) & (outrep["encoding"] == enc)]
-        plots.loss_vs_length(ax, sub, "transform", (cfg.train_min_len, cfg.train_max_len),
-                             f"OutRep: {task} ({enc})")
-    fig.tight_layout()
-    plots.figure_legend(fig, axes[0], "output transform")
-    save_figure(setup, result, fig, "fig1c_outrep")
-    return fig
+def describe(setup: Setup, result: SyntheticResult) -> str:
+    cfg = result.settings
+    return (f"profile {setup.profile}: {len(model.run_specs(cfg))} runs (tasks {cfg.tasks}, "
+            f"encodings {cfg.encodings}, OutRep {cfg.outrep_transforms} on "
+            f"{cfg.outrep_tasks}, {cfg.seeds} seed(s)), trained on lengths "
+            f"{cfg.train_min_len}-{cfg.train_max_len} for {cfg.steps} steps, tested up to "
+            f"{cfg.test_max_len}")

@@ -1,4 +1,7 @@
-"""Section 3: length generalization of small transformers on synthetic regression tasks.
+"""Section 3's models, tasks and training: length generalization of small transformers on
+synthetic regression tasks. ``run_grid`` trains and tests the whole grid of a configuration
+(the reader ``lsa.runtable`` calls it to fill ``RunTables.synthetic``); the tables of its
+results: ``tables``.
 
 A sequence of 0/1 tokens (after a BOS token) is read by a small causal transformer; a linear
 head on the last position predicts one scalar; the loss is MSE. Models train on lengths
@@ -34,9 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from lsa.claims import Claim, fmt, paper
 from lsa.config import SyntheticConfig
-from lsa.stats import majority_verdict
 
 BOS = 2
 VOCAB = 3
@@ -329,120 +330,3 @@ def run_grid(cfg: SyntheticConfig, progress: bool = True) -> pd.DataFrame:
                 bar.update()
     bar.close()
     return pd.concat(frames, ignore_index=True)
-
-
-def per_run_summary(per_length: pd.DataFrame, cfg: SyntheticConfig) -> pd.DataFrame:
-    """In-range and out-of-range test MSE of every run (one row per replicate).
-
-    The MSE of a range is the unweighted mean of its per-length MSEs (each length counts once).
-    """
-    keys = ["task", "encoding", "transform", "replicate"]
-    inside = per_length["length"].between(cfg.train_min_len, cfg.train_max_len)
-    outside = per_length["length"] > cfg.train_max_len
-    return pd.concat({"in_range": per_length[inside].groupby(keys)["mse"].mean(),
-                      "out_of_range": per_length[outside].groupby(keys)["mse"].mean()},
-                     axis=1).reset_index()
-
-
-def summarize(per_length: pd.DataFrame, cfg: SyntheticConfig) -> pd.DataFrame:
-    """Mean and standard deviation over seeds of the in-range and out-of-range MSE."""
-    return per_run_summary(per_length, cfg).groupby(["task", "encoding", "transform"]).agg(
-        in_range_mean=("in_range", "mean"), in_range_std=("in_range", "std"),
-        out_of_range_mean=("out_of_range", "mean"), out_of_range_std=("out_of_range", "std"),
-        seeds=("replicate", "count"),
-    ).reset_index()
-
-
-def relative_rmse(per_length: pd.DataFrame, cfg: SyntheticConfig) -> pd.DataFrame:
-    """Out-of-range RMSE relative to the mean size of the target at each length.
-
-    Scale-free, so "generalizes" means the same for a target in [0, 1] and for one that grows
-    with length: ``sqrt(MSE(l)) / E|y|(l)``, averaged over the out-of-range lengths.
-    """
-    expected = {"mean": lambda l: 0.5, "mean_uniform": lambda l: 0.5,
-                "length": lambda l: float(l), "sum": lambda l: l / 2}
-    out = per_length[per_length["length"] > cfg.train_max_len].copy()
-    out["rel_rmse"] = [math.sqrt(m) / expected[t](l)
-                       for m, t, l in zip(out["mse"], out["task"], out["length"])]
-    return (out.groupby(["task", "encoding", "transform", "replicate"])["rel_rmse"].mean()
-            .reset_index())
-
-
-# ---------------------------------------------------------------------------------------------
-# the paper's Section 3 claims, judged from our runs
-
-#: a task "generalizes" when its out-of-range RMSE is below 5 % of the target's typical size
-GENERALIZES_REL_RMSE = 0.05
-
-
-def claims(per_length: pd.DataFrame, cfg: SyntheticConfig) -> list[dict]:
-    """Section 3 claims with verdicts computed from ``per_length`` (see ``relative_rmse``)."""
-
-    out: list[Claim] = []
-    rel = relative_rmse(per_length, cfg)
-    runs = per_run_summary(per_length, cfg)
-    identity = rel[rel["transform"] == "identity"]
-
-    def generalization_claim(cid: str, task: str, key: str, text: str, encodings: list[str]):
-        ref = paper(key)
-        sub = identity[(identity["task"] == task) & identity["encoding"].isin(encodings)]
-        if sub.empty:
-            out.append(Claim(cid, "Sec. 3", text, str(ref.value), ref.grade, "n/a", "not run"))
-            return
-        by_enc = sub.groupby("encoding")["rel_rmse"].mean()
-        ok = by_enc < GENERALIZES_REL_RMSE
-        generalizes = bool(ok.all()) if ref.value else bool(ok.any())
-        ours = ", ".join(f"{e}: {fmt(v, 2)}" for e, v in by_enc.items())
-        out.append(Claim(
-            cid, "Sec. 3", text, "generalizes" if ref.value else "does not generalize", ref.grade,
-            f"out-of-range relative RMSE {ours}",
-            "agrees" if generalizes == ref.value else "disagrees",
-            f"generalizes = relative RMSE < {GENERALIZES_REL_RMSE} on lengths "
-            f"{cfg.train_max_len + 1}..{cfg.test_max_len}; {sub['replicate'].nunique()} seed(s)"))
-
-    generalization_claim("S3.1", "mean", "sec3/mean/generalizes",
-                         "Mean prediction generalizes to longer inputs (NoPE)", ["nope"])
-    # 3.2: the magnitude of the NoPE mean-prediction loss
-    ref = paper("sec3/mean_nope/test_mse")
-    sub = runs[(runs["task"] == "mean") & (runs["encoding"] == "nope")
-               & (runs["transform"] == "identity")]
-    if sub.empty:
-        out.append(Claim("S3.2", "Sec. 3", "NoPE mean-prediction test loss is about 1e-5", "1e-5",
-                         ref.grade, "n/a", "not run"))
-    else:
-        mse = float(sub["out_of_range"].mean())
-        out.append(Claim(
-            "S3.2", "Sec. 3", "NoPE mean-prediction test loss is about 1e-5", fmt(ref.value),
-            ref.grade,
-            f"{fmt(mse)} (out-of-range MSE, mean of {len(sub)} seed(s))",
-            "agrees" if abs(math.log10(mse / ref.value)) <= 1 else "disagrees",
-            "agrees = within one order of magnitude"))
-    generalization_claim("S3.3", "length", "sec3/length/generalizes",
-                         "Length prediction does not generalize (any encoding)", cfg.encodings)
-    generalization_claim("S3.4", "mean_uniform", "sec3/mean_uniform/generalizes",
-                         "Mean prediction with a uniform number of ones still generalizes (NoPE)",
-                         ["nope"])
-    generalization_claim("S3.5", "sum", "sec3/sum/generalizes",
-                         "Sum prediction does not generalize (any encoding)", cfg.encodings)
-    # 3.6+: each OutRep lowers the out-of-range loss against identity, per task and encoding
-    ref = paper("sec3/outrep/improves")
-    n = 6
-    for task in cfg.outrep_tasks:
-        for enc in cfg.outrep_encodings:
-            base = runs[(runs["task"] == task) & (runs["encoding"] == enc)
-                        & (runs["transform"] == "identity")].set_index("replicate")["out_of_range"]
-            for f in cfg.outrep_transforms:
-                alt = runs[(runs["task"] == task) & (runs["encoding"] == enc)
-                           & (runs["transform"] == f)].set_index("replicate")["out_of_range"]
-                common = base.index.intersection(alt.index)
-                wins = int((alt[common] < base[common]).sum())
-                ratio = float(alt[common].mean() / base[common].mean()) if len(common) else math.nan
-                out.append(Claim(
-                    f"S3.{n}", "Sec. 3", f"OutRep {f} improves {task} prediction ({enc})",
-                    "improves", ref.grade,
-                    f"out-of-range MSE ratio {f}/identity = {fmt(ratio)}; "
-                    f"better in {wins}/{len(common)} seed(s)",
-                    majority_verdict(wins, len(common), ratio < 1),
-                    "losses on the original scale; agrees = lower mean and a majority of seeds"))
-                n += 1
-    return [c.to_dict() for c in out]

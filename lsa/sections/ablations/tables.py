@@ -1,0 +1,233 @@
+"""Section 5.3's tables: the runs' columns, the comparisons each item makes (its *pairs*), their
+paired effects over seeds, the summaries and item 5's accounting. DataFrames in, DataFrames out.
+
+Every comparison is paired by seed: runs of one seed draw each step's batch and ``l_extra``
+from ``(seed, step)`` alone, so runs of the same l_extra setting train on the same sequences;
+item 3's settings draw other ``l_extra`` values and therefore other windows (the same
+generator, other draws: paired by seed, not by batch). The effect of a setting is the mean
+over seeds of (run with the setting) - (its baseline run), with the 95 % Student t interval of
+that mean (``lsa.stats.paired_interval``). The judged quantity is the per-token NLL at the
+longest evaluation window (``longest_column``: 4x the training window in ``mini``), lower is
+better; its perplexity is shown beside (an interval on raw perplexity breaks down when one
+seed explodes).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from lsa import stats
+from lsa.config import AblationConfig
+from lsa.runtable import DIVERGENCE_LABELS, window_columns
+
+#: one comparison: (method, setting, baseline method, baseline setting)
+Pair = tuple[str, str, str, str]
+
+#: what each arm does to the paper's metric and its parts (controls: "lowers" / "raises")
+METRIC_COLUMNS = ("misalignment", "jeffreys", "mean_entropy")
+#: the copy probes' NLL at 1x and 2x l_train (``far_columns``)
+FAR_COLUMNS = ("nll_copy_1x", "nll_copy_2x")
+
+
+def longest_column(runs: pd.DataFrame, kind: str = "nll") -> str:
+    """``nll_Mx`` (or ``ppl_Mx``) of the largest multiple M present."""
+    return f"{kind}_{window_columns(runs)[-1][4:]}"
+
+
+def with_entropy(runs: pd.DataFrame) -> pd.DataFrame:
+    """``mean_entropy``: the final model's mean next-token entropy, (H(p) + H(q)) / 2 over the
+    metric's positions."""
+    return runs.assign(mean_entropy=runs["entropy"] / 2) if "entropy" in runs else runs
+
+
+def far_columns(runs: pd.DataFrame) -> list[str]:
+    """The copy probes' NLL at 1x and 2x ``l_train`` (``nll_copy_Mx``, ``lsa.runtable``): a
+    span whose earlier occurrence lies in the far half of the window, so only the far context
+    predicts it. At 1x that context is inside the training window: a regularizer that pulls
+    the long window's predictions towards the short window's (which lacks it) may teach the
+    model to ignore it, and this copy NLL rises."""
+    return [c for c in FAR_COLUMNS if c in runs.columns]
+
+
+def judged_columns(runs: pd.DataFrame) -> list[str]:
+    """The judged column (the longest window's NLL) and its perplexity beside it."""
+    return [longest_column(runs), longest_column(runs, "ppl")]
+
+
+def metric_columns(runs: pd.DataFrame) -> list[str]:
+    """``judged_columns``, then the paper's metric and its parts (``METRIC_COLUMNS``) and the
+    copy probes (``far_columns``): items 1 and 4 report what each arm does to them."""
+    return [*judged_columns(runs), *METRIC_COLUMNS, *far_columns(runs)]
+
+
+def summary(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Mean, standard deviation and count over seeds per (method, setting)."""
+    agg = runs.groupby(["method", "setting"], sort=False)[columns].agg(["mean", "std", "count"])
+    agg.columns = [f"{c}_{s}" for c, s in agg.columns]
+    return agg.reset_index()
+
+
+def effects(runs: pd.DataFrame, pairs: list[Pair], columns: list[str]) -> pd.DataFrame:
+    """Per (method, setting, baseline method, baseline setting) in ``pairs`` and column: the
+    paired difference over seeds with its 95 % t interval (``delta``, ``low``, ``high``,
+    ``seeds``), beside both means."""
+    rows = []
+    for method, setting, base_method, base_setting in pairs:
+        changed = runs[(runs["method"] == method) & (runs["setting"] == setting)]
+        base = runs[(runs["method"] == base_method) & (runs["setting"] == base_setting)]
+        changed, base = changed.set_index("seed"), base.set_index("seed")
+        seeds = changed.index.intersection(base.index)
+        for col in columns:
+            ci = stats.paired_interval(changed.loc[seeds, col].to_numpy(float),
+                                       base.loc[seeds, col].to_numpy(float))
+            rows.append({"method": method, "setting": setting,
+                         "baseline": f"{base_method} {base_setting}", "column": col,
+                         "baseline_mean": float(base.loc[seeds, col].mean()) if len(seeds)
+                         else math.nan,
+                         "changed_mean": float(changed.loc[seeds, col].mean()) if len(seeds)
+                         else math.nan,
+                         "delta": ci.mean, "low": ci.low, "high": ci.high, "seeds": ci.n})
+    return pd.DataFrame(rows)
+
+
+def effect_row(eff: pd.DataFrame, method: str, setting: str, baseline: str, column: str):
+    """The row of ``eff`` (``effects``) of one comparison and column, or None."""
+    sel = eff[(eff["method"] == method) & (eff["setting"] == setting)
+              & (eff["baseline"] == baseline) & (eff["column"] == column)]
+    return None if sel.empty else sel.iloc[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# the items' comparisons
+
+
+def arms(cfg: AblationConfig) -> list[tuple[str, float]]:
+    """Item 1's regularizers: (divergence, alpha) of SCE, Jeffreys and entropy."""
+    return [(d, a) for d, alphas in (("sce", cfg.sce_alphas), ("jeffreys", cfg.jeffreys_alphas),
+                                     ("entropy", cfg.entropy_alphas)) for a in alphas]
+
+
+def divergence_pairs(cfg: AblationConfig) -> list[Pair]:
+    """Every arm against CE-only and, where the exposure or compute item runs it, against the
+    same-cost control (CE on both windows: the same two windows forward and backward)."""
+    m = cfg.method
+    fair = "exposure" in cfg.items
+    return [(m, f"{DIVERGENCE_LABELS[d]} {a:g}", m, base) for d, a in arms(cfg)
+            for base in ((["CE (both windows)"] if fair else []) + ["CE"])]
+
+
+def sweep_pairs(cfg: AblationConfig) -> list[Pair]:
+    """Every swept alpha against the method's same-cost control (CE on both windows, which
+    the sweep runs for each of its methods) and against CE-only."""
+    return [(method, f"SCE {a:g}", method, base) for method in cfg.sweep_methods
+            for a in cfg.sweep_alphas if a > 0 for base in ("CE (both windows)", "CE")]
+
+
+def l_extra_arms(cfg: AblationConfig) -> list[tuple[str, float]]:
+    """Item 3's regularizers, fixed in ``config/`` before the run: SCE at ``l_extra_alphas``
+    and Jeffreys at ``l_extra_jeffreys_alphas``."""
+    return ([("sce", a) for a in cfg.l_extra_alphas]
+            + [("jeffreys", a) for a in cfg.l_extra_jeffreys_alphas])
+
+
+def l_extra_pairs(cfg: AblationConfig) -> list[Pair]:
+    m = cfg.method
+    return [(m, f"{DIVERGENCE_LABELS[d]} {a:g}, l_extra {x}", m, f"{DIVERGENCE_LABELS[d]} {a:g}")
+            for d, a in l_extra_arms(cfg) for x in cfg.l_extra_settings if x != 1]
+
+
+def exposure_pairs(cfg: AblationConfig) -> list[Pair]:
+    m, a = cfg.method, cfg.alpha
+    return [(m, "CE (both windows)", m, "CE"), (m, f"SCE {a:g}", m, "CE (both windows)"),
+            (m, f"SCE {a:g}", m, "CE")]
+
+
+def far_context_methods(cfg: AblationConfig) -> list[str]:
+    """The methods whose far-context question is answered against the same-cost control: the
+    ablation method, then ``control_methods``."""
+    return list(dict.fromkeys([cfg.method, *cfg.control_methods]))
+
+
+def far_context_pairs(cfg: AblationConfig) -> list[Pair]:
+    """Per method of ``far_context_methods``: CE + alpha SCE against the same-cost control (CE
+    on both windows), then against CE-only."""
+    a = cfg.alpha
+    return [(m, f"SCE {a:g}", m, base) for m in far_context_methods(cfg)
+            for base in ("CE (both windows)", "CE")]
+
+
+def compute_arms(cfg: AblationConfig) -> list[tuple[str, float]]:
+    """The two-window arms (divergence, alpha) item 5 meets with CE-only at more steps: SCE at
+    ``alpha``, Jeffreys at ``robust_jeffreys_alpha``, then every arm of item 1 where it is run."""
+    found = [("sce", cfg.alpha), ("jeffreys", cfg.robust_jeffreys_alpha)]
+    if "divergence" in cfg.items:
+        found += arms(cfg)
+    return list(dict.fromkeys(found))
+
+
+def compute_pairs(cfg: AblationConfig) -> list[Pair]:
+    """Every arm of ``compute_arms`` against CE-only with more steps (``compute_steps``), and
+    SCE against CE-only."""
+    m, a = cfg.method, cfg.alpha
+    return [(m, f"{DIVERGENCE_LABELS[d]} {alpha:g}", m, f"CE, {n} steps")
+            for d, alpha in compute_arms(cfg) for n in cfg.compute_steps] + \
+        [(m, f"SCE {a:g}", m, "CE")]
+
+
+def equal_compute_steps(steps: int, l_train: int) -> dict[str, float]:
+    """CE-only steps that cost what ``steps`` regularized steps cost, by what is counted (never
+    by a timing, which depends on the machine and its load): equal sequences (the same
+    steps), equal distinct tokens (``l_train + E[l_extra]`` per sequence, setting 1), and
+    equal forward and backward tokens (a regularized step runs windows A and B, ``l_train``
+    tokens each, forward and backward: twice a CE step on window A)."""
+    mean_extra = (1 + l_train // 2) / 2
+    return {"equal sequences": float(steps),
+            "equal distinct tokens": steps * (l_train + mean_extra) / l_train,
+            "equal forward and backward tokens": 2.0 * steps}
+
+
+def parts_pairs(cfg: AblationConfig) -> list[Pair]:
+    m, a = cfg.method, f"SCE {cfg.alpha:g}"
+    return [("none", a, "none", "CE (both windows)"), ("none", a, "none", "CE"),
+            (m, "CE", "none", a), (m, a, m, "CE")]
+
+
+# ---------------------------------------------------------------------------------------------
+# the core comparisons on every base model
+
+
+def core_pairs(cfg: AblationConfig) -> list[tuple[str, str]]:
+    """The core comparisons run on every base model (``base_seeds``): (changed, baseline)
+    settings of ``cfg.method``, the same-cost control first."""
+    sce, jeff = f"SCE {cfg.alpha:g}", f"Jeffreys {cfg.robust_jeffreys_alpha:g}"
+    both = "CE (both windows)"
+    return [(sce, both), (jeff, both), (sce, "CE"), (jeff, "CE"), (both, "CE")]
+
+
+def base_effects(runs: pd.DataFrame, cfg: AblationConfig, columns: list[str],
+                 n_resamples: int = 2000) -> pd.DataFrame:
+    """The core comparisons over every base model: per (changed, baseline, column), the
+    paired differences by (base model, seed), their mean, each base model's mean, and a
+    two-level percentile bootstrap interval (base models with replacement, then seeds within
+    each drawn base model: ``stats.two_level_interval``), so the variance between
+    independently pretrained base models is inside the interval. With two base models the
+    interval is about as wide as they disagree; NaN with one."""
+    m = runs[runs["method"] == cfg.method]
+    rows = []
+    for changed, baseline in core_pairs(cfg):
+        a = m[m["setting"] == changed].set_index(["base_seed", "seed"])
+        b = m[m["setting"] == baseline].set_index(["base_seed", "seed"])
+        keys = a.index.intersection(b.index)
+        for col in columns:
+            diff = (a.loc[keys, col].astype(float) - b.loc[keys, col].astype(float))
+            groups = [g.to_numpy() for _, g in diff.groupby(level="base_seed")]
+            low, high = stats.two_level_interval(groups, n_resamples=n_resamples)
+            per_base = diff.groupby(level="base_seed").mean()
+            rows.append({"setting": changed, "baseline": baseline, "column": col,
+                         "delta": float(diff.mean()) if len(diff) else math.nan,
+                         "low": low, "high": high, "bases": len(groups), "pairs": len(diff),
+                         "per_base": ", ".join(f"base {k}: {v:+.3g}"
+                                               for k, v in per_base.items())})
+    return pd.DataFrame(rows)

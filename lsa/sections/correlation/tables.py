@@ -1,0 +1,374 @@
+"""Section 4.1, Table 1, as tables (DataFrames in, DataFrames out): the population of models,
+its units and views, Table 1's rows, the comparisons and the audits the paper did not do. Their
+claims and texts: ``claims``; correlations: ``lsa.stats``.
+
+Every finished model of the profile is measured by one protocol (``lsa.jobs.lm_metrics``, one
+metric seed, the same test samples for all): the fine-tuning runs (the Section 5.1-5.2 grid,
+the premise gates' CE-only runs, the Section 5.3 ablations) and the probes (the base model, the
+base model under RoPE settings without fine-tuning, the BABILong runs, hub models); their raw
+rows are ``lsa.runtable.read_models``'s. Per model:
+
+- predictors at the training window ``l = finetune.l_train``: ``misalignment`` (the paper's
+  L_misalign: SCE where both contexts are >= l/2 tokens), its parts ``jeffreys`` (KL both
+  ways, the alignment) and ``entropy`` (H(p) + H(q), the sharpness; SCE = jeffreys + entropy),
+  ``l2`` (the theory's distance), and ``train_loss``: the CE at ``l`` on the *training* books
+  (the loss the models are trained on, measured alike for models not trained here);
+- scores, higher is better as LongBench-E's: ``score_beyond_Mx`` (the main one): minus the NLL
+  of the targets whose context is longer than ``l`` inside the windows of ``M l`` tokens of the
+  test books, so no (token, context) pair is shared with the training loss; ``score_copy_Mx``:
+  minus the NLL of the copy probes at ``M l`` (the long-range measure); ``score_Mx``: minus the
+  NLL of every token of those windows (it shares tokens with the 1x window: shown, never the
+  main score); ``babilong`` (mean accuracy, where the model has one).
+
+**Populations** (``views``), fixed in ``config/`` (``population:``) before results are read:
+the *primary* one has one unit per configuration (seeds averaged, their spread kept) of the
+models never trained on the misalignment or a part of it, without the models excluded by the
+rule (perplexity at ``l`` above ``exclude_ppl_ratio`` times the base model's; listed); the
+secondary views add the models trained on the predictor at small alpha, then every model.
+Correlations, intervals and permutations resample units, not seeds
+(``lsa.stats``; the p-value floor of ``B`` permutations is printed as "< 1/(B+1)").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lsa import stats
+from lsa.claims import paper
+from lsa.stats import wilson_interval
+
+#: what each predictor of Table 1 and its audits is, in words
+PREDICTOR_LABELS = {
+    "misalignment": "L_misalign (SCE, paper)", "train_loss": "CE at l_train",
+    "train_loss_logged": "the run's logged CE at its end (probes: CE at l_train)",
+    "jeffreys": "Jeffreys (alignment part)", "entropy": "H(p) + H(q) (sharpness part)",
+    "l2": "L2 distance (the theory's)"}
+
+#: the units whose rows are averaged: the configuration, seeds apart
+UNIT_KEYS = ["unit", "kind", "trained_on", "method", "setting", "alpha"]
+#: the columns population.csv starts with (one row per model); every predictor and score follow
+POPULATION_FIRST = ["model", "unit", "kind", "trained_on", "excluded", "group", "method",
+                    "setting", "alpha", "seed"]
+
+
+def population(models: pd.DataFrame, exclude_ppl_ratio: float) -> pd.DataFrame:
+    """Table 1's population from its raw rows (``lsa.runtable.read_models``): a probe's
+    ``train_loss_logged`` filled with its CE at ``l_train`` (it has no fine-tuning log), the
+    scores (``score_<window>``: minus each NLL but the 1x window's) and ``excluded`` (the
+    perplexity at ``l_train`` above ``exclude_ppl_ratio`` times the base model's)."""
+    if models.empty:
+        return models
+    table = models.copy()
+    # a probe has no fine-tuning log: its training loss is the CE at l_train it was measured at
+    table["train_loss_logged"] = table.get("train_loss_logged", pd.Series(
+        math.nan, index=table.index)).fillna(table["train_loss"])
+    for col in [c for c in table.columns if c.startswith("nll_") and c != "nll_1x"]:
+        table["score_" + col[4:]] = -table[col]
+    base = table.loc[table["kind"] == "base model", "ppl_1x"]
+    limit = exclude_ppl_ratio * float(base.iloc[0]) if len(base) else math.inf
+    table["excluded"] = table["ppl_1x"] > limit
+    return table
+
+
+def population_csv(table: pd.DataFrame) -> pd.DataFrame:
+    """The population as ``population.csv`` has it: ``POPULATION_FIRST``, then the rest."""
+    if not len(table):
+        return table
+    return table[[c for c in POPULATION_FIRST if c in table]
+                 + [c for c in table.columns if c not in POPULATION_FIRST]]
+
+
+def excluded_models(table: pd.DataFrame) -> list[str]:
+    """The models the exclusion rule leaves out, by name."""
+    return sorted(table.loc[table["excluded"], "model"]) if len(table) else []
+
+
+def units(models: pd.DataFrame, scores_: list[str]) -> pd.DataFrame:
+    """One row per unit (configuration): the mean over its models (seeds) of every numeric
+    column, ``seeds`` (how many) and ``<score>_seed_sd`` for each score (the spread the mean
+    hides)."""
+    if models.empty:
+        return models
+    numeric = [c for c in models.columns if c not in UNIT_KEYS and c != "model"
+               and pd.api.types.is_numeric_dtype(models[c]) and c not in ("seed", "excluded")]
+    grouped = models.groupby(UNIT_KEYS, dropna=False, sort=False)
+    out = grouped[numeric].mean()
+    out["seeds"] = grouped.size()
+    for score in scores_:
+        out[f"{score}_seed_sd"] = grouped[score].std(ddof=1)
+    out["models"] = grouped["model"].agg(lambda m: ", ".join(m))
+    return out.reset_index()
+
+
+VIEWS = {"primary": "primary: one unit per configuration, never trained on the misalignment, "
+                    "exclusion rule applied",
+         "with_regularized": "secondary: + the models trained on the predictor (small alpha)",
+         "all": "secondary: every model (today's view before the fix; exploded runs included)"}
+
+
+def views(table: pd.DataFrame, max_alpha: float, scores_: list[str]) -> dict[str, pd.DataFrame]:
+    """The populations Table 1 is computed on, by name (``VIEWS``), each as units."""
+    if table.empty:
+        return {name: table for name in VIEWS}
+    clean = ~table["excluded"]
+    untrained = table["trained_on"] == "none"
+    small = table["alpha"] <= max_alpha + 1e-12
+    return {"primary": units(table[clean & untrained], scores_),
+            "with_regularized": units(table[clean & (untrained | small)], scores_),
+            "all": units(table, scores_)}
+
+
+def composition(table: pd.DataFrame) -> pd.DataFrame:
+    """Models and units by kind and what they were trained on, and how many are excluded."""
+    if table.empty:
+        return table
+    return (table.groupby(["kind", "trained_on"])
+            .agg(models=("model", "count"), units=("unit", "nunique"),
+                 excluded=("excluded", "sum"))
+            .reset_index())
+
+
+def main_score(score_cols: list[str]) -> str:
+    """The Table 1 score: NLL beyond the training window at the longest multiple."""
+    beyond = [s for s in score_cols if s.startswith("score_beyond_")]
+    if beyond:
+        return beyond[-1]
+    plain = [s for s in score_cols if s.startswith("score_")]
+    return plain[-1] if plain else score_cols[-1]
+
+
+def scores(table: pd.DataFrame) -> list[str]:
+    """The score columns present, each family by M (``score_Mx``, ``score_beyond_Mx``,
+    ``score_copy_Mx``), then ``babilong`` when >= 4 models have it."""
+    cols = sorted((c for c in table.columns if c.startswith("score_")
+                   and not c.endswith("_seed_sd")),
+                  key=lambda c: (c.count("_"), c.rsplit("_", 1)[0], int(c.rsplit("_", 1)[1][:-1])))
+    if "babilong" in table and table["babilong"].notna().sum() >= 4:
+        cols.append("babilong")
+    return cols
+
+
+def table1(table: pd.DataFrame, predictors: list[str], score_cols: list[str], *,
+           n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Table 1: Pearson and Spearman of each predictor with each score, each with its 95 %
+    bootstrap interval (resampling models) and permutation p-value."""
+    rows = []
+    for score in score_cols:
+        have = table[table[score].notna()]
+        if len(have) < 3:
+            continue
+        rows += stats.correlation_rows(have, predictors, [score], n_resamples=n_resamples,
+                                       n_permutations=n_resamples, seed=seed)
+    return pd.DataFrame(rows)
+
+
+def paper_r(row) -> float | None:
+    """The paper's Pearson r for a Table 1 row (misalignment or training loss), else None."""
+    key = {("misalignment", "pearson"): "table1/pearson_misalign",
+           ("train_loss", "pearson"): "table1/pearson_train_loss"}.get(
+        (row["predictor"], row["method"]))
+    return paper(key).value if key else None
+
+
+def comparisons(table: pd.DataFrame, score_cols: list[str], pairs: list[tuple[str, str]], *,
+                n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """For each (a, b) and score: the signed difference ``-(r(a) - r(b))`` (the paper expects
+    negative correlations) with its bootstrap interval over the rows (units); ``holds``: a
+    points the paper's way and predicts better (the interval lies above 0)."""
+    rows = []
+    for score in score_cols:
+        for a, b in pairs:
+            for method in ("pearson", "spearman"):
+                try:
+                    rows.append(stats.compare_predictors(table, a, b, score, method,
+                                                         n_resamples=n_resamples,
+                                                         seed=seed).to_dict())
+                except ValueError:
+                    continue  # fewer than 4 complete models
+    return pd.DataFrame(rows)
+
+
+def partial_rows(table: pd.DataFrame, score_cols: list[str], given: str = "train_loss", *,
+                 n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Audit 1: the partial correlation of each predictor but ``given`` with each score, given
+    ``given``, with its bootstrap interval."""
+    rows = []
+    for score in score_cols:
+        for pred in ("misalignment", "jeffreys", "entropy"):
+            cols = table[[pred, score, given]].dropna()
+            if len(cols) < 5:
+                continue
+            r, low, high = stats.partial_correlation_ci(cols[pred], cols[score], cols[given],
+                                                        n_resamples=n_resamples, seed=seed)
+            rows.append({"predictor": pred, "score": score, "given": given, "r": r,
+                         "low": low, "high": high, "n": len(cols)})
+    return pd.DataFrame(rows)
+
+
+def l2_ranking(primary: pd.DataFrame, n_resamples: int, seed: int) -> dict[str, Any] | None:
+    """Audit 2: Spearman of the theory's L2 distance with SCE over the units (None below 3)."""
+    if len(primary) < 3:
+        return None
+    return stats.correlation(primary["l2"], primary["misalignment"], "spearman",
+                             n_resamples=n_resamples, n_permutations=n_resamples, seed=seed,
+                             predictor="l2", score="misalignment").to_dict()
+
+
+def top1_by_l_extra(samples: pd.DataFrame, models: list[str], bins: int = 4) -> pd.DataFrame:
+    """Audit 3: per model of ``models`` (in that order) and bin of ``l_extra`` (equal-width
+    bins over the drawn range of its samples: ``lsa.runtable.read_last_positions``), how often
+    the most likely next token changes when the context of the last position is cut from
+    ``l`` to ``l - l_extra`` (with its Wilson interval), and the mean probability mass that
+    moves (total variation)."""
+    rows = []
+    for model in models:
+        if samples.empty:
+            break
+        own = samples[samples["model"] == model].reset_index(drop=True)
+        if own.empty:
+            continue
+        edges = np.linspace(own["l_extra"].min() - 0.5, own["l_extra"].max() + 0.5, bins + 1)
+        own["bin"] = pd.cut(own["l_extra"], edges)
+        for interval, sub in own.groupby("bin", observed=True):
+            k, n = int(sub["top1_change"].sum()), len(sub)
+            low, high = wilson_interval(k, n)
+            rows.append({"model": model, "l_extra": f"{math.ceil(interval.left)}-"
+                                                   f"{math.floor(interval.right)}",
+                         "l_extra_mid": float(sub["l_extra"].mean()), "samples": n,
+                         "top1_changed": k / n, "low": low, "high": high,
+                         "tv": float(sub["tv"].mean()) if "tv" in sub else math.nan})
+    return pd.DataFrame(rows)
+
+
+#: the parts of the decomposition, by column, with their labels
+DECOMPOSED = {"misalignment": "SCE", "jeffreys": "Jeffreys", "entropy": "entropy",
+              "top1_change": "top1_change"}
+
+
+def decomposition(primary: pd.DataFrame, references: pd.DataFrame, l_train: int
+                  ) -> pd.DataFrame:
+    """The misalignment taken apart: SCE, its Jeffreys (alignment) and entropy (sharpness)
+    parts, their share and the top-1 change, for the base model, the mean of the primary
+    units that are CE-only fine-tuning runs, and each reference model (a model trained as the
+    paper's were, on its own tokens: ``references``, ``lsa.runtable.read_references``)."""
+    rows = []
+
+    def add(name: str, what: str, values: dict[str, float], se: dict[str, float]) -> None:
+        """``se``: each part's sampling standard error (a mean of units: their mean s.e.)."""
+        sce = values["misalignment"]
+        rows.append({"model": name, "what": what,
+                     **{label: values[c] for c, label in DECOMPOSED.items()},
+                     "Jeffreys share": values["jeffreys"] / sce if sce else math.nan,
+                     **{f"{label} s.e.": se.get(c, math.nan) for c, label in DECOMPOSED.items()}})
+
+    cols = list(DECOMPOSED)
+
+    def errors(frame: pd.DataFrame) -> dict[str, float]:
+        return {c: float(frame[f"{c}_se"].mean()) for c in cols if f"{c}_se" in frame}
+
+    base = primary[primary["kind"] == "base model"] if len(primary) else primary
+    if len(base):
+        add("base model", f"scratch, l = {l_train}", base.iloc[0][cols].to_dict(),
+            errors(base.iloc[:1]))
+    tuned = primary[primary["kind"] == "fine-tuning run"] if len(primary) else primary
+    if len(tuned):
+        add("CE-only fine-tuning runs", f"mean of {len(tuned)} units",
+            tuned[cols].mean().to_dict(), errors(tuned))
+    for ref in references.to_dict(orient="records"):
+        add(ref["model"], f"pretrained, l = {ref['window']}, its own tokens",
+            {c: ref[c] for c in cols}, {c: ref[f"{c}_se"] for c in cols})
+    return pd.DataFrame(rows)
+
+
+def leave_one_out(table: pd.DataFrame, score: str, predictor: str = "misalignment", *,
+                  n_resamples: int = 2000, seed: int = 0,
+                  by: tuple[str, ...] = ("method", "kind")) -> pd.DataFrame:
+    """Held-out audit: Pearson of ``predictor`` with ``score`` with one group of units left out
+    at a time, for each grouping in ``by``: one method (its probes and fine-tuning runs alike),
+    then one kind of unit (base model, probes, fine-tuning runs, ...). A grouping with a single
+    group would leave nothing to fit and is skipped."""
+    rows = []
+    for column in (c for c in by if c in table):
+        groups = sorted(table[column].dropna().unique())
+        for group in groups if len(groups) > 1 else []:
+            rest = table[table[column] != group]
+            if len(rest[[predictor, score]].dropna()) < 4:
+                continue
+            c = stats.correlation(rest[predictor], rest[score], "pearson",
+                                  n_resamples=n_resamples, n_permutations=n_resamples,
+                                  seed=seed, predictor=predictor, score=score)
+            rows.append({"by": column, "left_out": group, **c.to_dict()})
+    return pd.DataFrame(rows)
+
+
+def unit_influence(table: pd.DataFrame, score: str, *, n_resamples: int = 2000, seed: int = 0
+                   ) -> pd.DataFrame:
+    """Audit 5: each primary unit left out in turn, the two results one unit far from the rest
+    could make alone (the untouched base model, say): the Pearson r of the misalignment with
+    ``score`` (T1.1) and the signed difference of the Jeffreys part's and the entropy's
+    correlations (T1.4), each with its bootstrap interval on the rest and its shift from the
+    fit on every unit (``shift``). Empty below 6 units."""
+    cols = ["unit", "kind", "statistic", "value", "low", "high", "shift", "n"]
+    if len(table) < 6:
+        return pd.DataFrame(columns=cols)
+    full = {"r(misalignment)": stats.correlation_value(table["misalignment"], table[score]),
+            "jeffreys - entropy": stats.predictor_difference(table, "jeffreys", "entropy",
+                                                             score)}
+    rows = []
+    for i in range(len(table)):
+        rest = table.drop(index=table.index[i])
+        r, low, high = stats.correlation_interval(rest["misalignment"], rest[score],
+                                                  n_resamples=n_resamples, seed=seed)
+        c = stats.compare_predictors(rest, "jeffreys", "entropy", score,
+                                     n_resamples=n_resamples, seed=seed)
+        unit, kind = table["unit"].iloc[i], table["kind"].iloc[i]
+        for name, value, lo, hi in (("r(misalignment)", r, low, high),
+                                    ("jeffreys - entropy", c.difference, c.low, c.high)):
+            rows.append({"unit": unit, "kind": kind, "statistic": name, "value": value,
+                         "low": lo, "high": hi, "shift": value - full[name], "n": len(rest)})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def within_method(table: pd.DataFrame, score: str,
+                  predictors: tuple[str, ...] = ("misalignment", "train_loss")) -> pd.DataFrame:
+    """Within each method that has three or more units: the least-squares slope of ``score``
+    on each predictor and their Pearson r (no interval: three to five points). Between-method
+    differences cannot make these; a slope of the paper's sign inside methods is the stronger
+    evidence."""
+    rows = []
+    for method, sub in table.groupby("method"):
+        for pred in predictors:
+            cols = sub[[pred, score]].dropna()
+            if len(cols) < 3 or cols[pred].nunique() < 2:
+                continue
+            slope, _ = np.polyfit(cols[pred], cols[score], 1)
+            rows.append({"method": method, "predictor": pred, "units": len(cols),
+                         "slope": float(slope),
+                         "r": float(np.corrcoef(cols[pred], cols[score])[0, 1])})
+    return pd.DataFrame(rows)
+
+
+def pearson_rows(rows: pd.DataFrame, score: str) -> pd.DataFrame:
+    """The Pearson rows of ``table1`` on ``score``, indexed by predictor (empty if none)."""
+    if rows.empty:
+        return pd.DataFrame(columns=["r", "low", "high"])
+    return rows[(rows["method"] == "pearson") & (rows["score"] == score)].set_index("predictor")
+
+
+def pearson(rows: pd.DataFrame, predictor: str, score: str) -> dict[str, Any] | None:
+    """One predictor's Pearson row of ``table1`` on ``score`` (a dict), or None."""
+    pear = pearson_rows(rows, score)
+    return pear.loc[predictor].to_dict() if predictor in pear.index else None
+
+
+def comparison(comp: pd.DataFrame, score: str, better: str, worse: str) -> pd.Series | None:
+    """The Pearson row of ``comparisons`` for ``better`` vs ``worse`` on ``score``, if any."""
+    if comp.empty:
+        return None
+    sel = comp[(comp["score"] == score) & (comp["method"] == "pearson")
+               & (comp["better"] == better) & (comp["worse"] == worse)]
+    return sel.iloc[0] if len(sel) else None
