@@ -31,6 +31,8 @@ $(TORCH_MARK): | $(BIN)/python
 $(VENV)/.installed: pyproject.toml constraints.txt $(TORCH_MARK)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name lsa --display-name "Python (lsa)"
+	# and for the user, so that a JupyterLab or JupyterHub outside .venv finds the kernel too
+	$(BIN)/python -m ipykernel install --user --name lsa --display-name "Python (lsa)"
 	touch $@
 
 install: $(VENV)/.installed

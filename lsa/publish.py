@@ -13,7 +13,9 @@
   over the cores), and where its time went (``lsa.timings``);
 - ``RESULTS.md``: the results page, generated from the files above (``results_markdown``):
   the premise gates, the counts (the paper's claims apart from the project's controls), every
-  claim with its numbers and verdict, and what moved since the snapshot it replaces.
+  claim with its numbers and verdict, and what moved since the snapshot it replaces;
+- ``runs/``, ``sections/`` and ``MANIFEST.json``: what the notebooks read, so that a notebook
+  run alone re-analyses the published results without training (``lsa.published``).
 
 It refuses unless the profile's outputs pass ``python -m lsa check`` and ``make reproduce``
 recorded its wall time: only a real run produces a snapshot. The folder is replaced whole, so no
@@ -31,7 +33,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lsa import files, paths, timings
+from lsa import files, paths, published, timings
 from lsa.runs import runs_of
 
 REPORT = "06_replication_report"
@@ -42,7 +44,7 @@ class NotPublishable(RuntimeError):
 
 
 def destination(profile: str) -> Path:
-    return paths.ROOT / "docs" / "results" / profile
+    return published.folder(profile)
 
 
 def machine() -> dict[str, Any]:
@@ -96,7 +98,9 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
              "packages_recorded_by": "make reproduce" if packages else "make publish",
              "notebooks": [nb.stem for nb in notebooks]}
     files.write_json(staging / "stamp.json", stamp)
-    ids = {r.id for r in runs_of(pipe)}  # the profile's own runs, not a sharing profile's
+    plan = runs_of(pipe)
+    published.export(pipe, plan, staging, stamp)  # what the notebooks read, run alone
+    ids = {r.id for r in plan}  # the profile's own runs, not a sharing profile's
     files.atomic_write_text(staging / "STAMP.md", _stamp_markdown(stamp, profile, ids))
     previous = dest / "claims.csv"
     files.atomic_write_text(staging / "RESULTS.md", results_markdown(
@@ -104,6 +108,7 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging.rename(dest)
+    files.atomic_write_text(dest.parent / "README.md", results_index(dest.parent))
     return dest
 
 
@@ -235,4 +240,44 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
         for section, sub in rows.groupby("section", sort=False):
             table = sub.drop(columns=["section", "kind"]).fillna("")
             out += [f"### {section}", "", table.to_markdown(index=False), ""]
+    return "\n".join(out)
+
+
+def results_index(root: Path) -> str:
+    """The index of every published snapshot under ``root`` (``docs/results/README.md``,
+    rewritten by each ``make publish``): per profile, its commit and date, the counts of the
+    paper's claims by verdict (its headline), and links to its results page, notebooks,
+    figures, tables and run files."""
+    import pandas as pd
+
+    from lsa.claims import claims_table, counts_sentence, verdict_counts
+
+    out = ["# Published results", "",
+           "Each folder is a fresh-clone `make reproduce` of one profile, copied by `make "
+           "publish` (generated: this page too). A notebook run alone on a profile whose runs "
+           "are not made on your machine re-analyses the snapshot's run files (`runs/`, "
+           "`MANIFEST.json`) instead of training: `make lab`, then open a notebook.", ""]
+    for snapshot in sorted(p for p in root.iterdir() if (p / "stamp.json").exists()):
+        stamp = json.loads((snapshot / "stamp.json").read_text())
+        claims = claims_table(pd.read_csv(snapshot / "claims.csv").to_dict(orient="records"))
+        name = snapshot.name
+        run_files = ("run files for the notebooks ([`MANIFEST.json`]"
+                     f"({name}/MANIFEST.json))" if (snapshot / published.MANIFEST).exists()
+                     else "no run files (notebooks need `make reproduce`)")
+        out += [f"## `{name}`", "",
+                f"Commit `{stamp['commit'][:10]}`, run finished "
+                f"{(stamp['reproduce'].get('finished_utc') or '?')[:10]}; {run_files}.", "",
+                counts_sentence(*verdict_counts(claims)) + ".", "",
+                f"- [RESULTS.md]({name}/RESULTS.md): the premise gates, every claim with the "
+                f"paper's value, ours and the verdict, what moved; [STAMP.md]({name}/STAMP.md): "
+                "machine, packages, time",
+                f"- tables: [claims.csv]({name}/claims.csv), [gates.json]({name}/gates.json)"
+                if (snapshot / "gates.json").exists()
+                else f"- tables: [claims.csv]({name}/claims.csv)",
+                "- notebooks: " + ", ".join(
+                    f"[{nb.stem}]({name}/notebooks/{nb.name})"
+                    for nb in sorted((snapshot / "notebooks").glob("*.ipynb"))),
+                "- figures: " + ", ".join(
+                    f"[{png.stem}]({name}/figures/{png.name})"
+                    for png in sorted((snapshot / "figures").glob("*.png"))), ""]
     return "\n".join(out)

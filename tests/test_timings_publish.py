@@ -9,7 +9,7 @@ import time
 import nbformat
 import pytest
 
-from lsa import files, paths, publish, timings
+from lsa import files, paths, publish, published, timings
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
@@ -152,8 +152,16 @@ def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_
                                      "A1.2,Sec. 5.3,paper,e,-,?,o,agrees,e\n")
     publish.publish("smoke", dest=dest)
     assert sorted(p.name for p in dest.iterdir()) == [
-        "RESULTS.md", "STAMP.md", "claims.csv", "claims.md", "figures", "gates.json",
-        "notebooks", "stamp.json"]
+        "MANIFEST.json", "RESULTS.md", "STAMP.md", "claims.csv", "claims.md", "figures",
+        "gates.json", "notebooks", "sections", "stamp.json"]
+    # what a notebook run alone reads (no run finished here: the report's section files), each
+    # file with its checksum; the index of every snapshot beside them
+    manifest = json.loads((dest / "MANIFEST.json").read_text())
+    assert sorted(manifest["files"]) == [f"sections/{publish.REPORT}/metrics.json.gz",
+                                         f"sections/{publish.REPORT}/run_info.json"]
+    assert published.load("smoke", dest).manifest == manifest
+    index = (dest.parent / "README.md").read_text()
+    assert "## `pub`" in index and "**1 claims of the paper**" in index
     results = (dest / "RESULTS.md").read_text()
     assert re.search(r"\| G1 +\| q +\| 1 \[0\.8, 1\.2\] +\| >= 0\.5 +\| pass +\|", results)
     assert ("**1 claims of the paper**: 1 agrees, 0 disagrees, 0 smaller than the paper's effect,"
@@ -173,9 +181,9 @@ def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_
     assert paper_at < results.index("| T1.1") < controls_at < results.index("| A1.1")
     assert [p.name for p in (dest / "figures").iterdir()] == ["fig_a.png"]  # PNG only
     # the executed notebook as .ipynb (GitHub renders it), outputs kept, timing metadata gone
-    (published,) = (dest / "notebooks").iterdir()
-    assert published.name == f"{publish.REPORT}.ipynb"
-    node = nbformat.read(published, as_version=4)
+    (copied,) = (dest / "notebooks").iterdir()
+    assert copied.name == f"{publish.REPORT}.ipynb"
+    node = nbformat.read(copied, as_version=4)
     assert node.cells[0].source == "# Title here"
     saved, inline = node.cells[1].outputs  # a saved figure: linked, not embedded again
     assert "image/png" not in saved["data"]

@@ -1,0 +1,103 @@
+"""Published results a notebook can read (``lsa.published``): a snapshot holds what the
+sections and gates read, a notebook run alone without runs re-analyses it and reaches the
+pipeline's claims and gates, a changed file is refused, and nothing is saved from it."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from lsa import paths, published
+from lsa.notebook import open_section
+from lsa.sections import drive, save
+
+from conftest import ROOT
+
+
+def _same(a, b) -> bool:
+    """Equal as JSON writes them (NaN and None alike)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    missing = [v is None or (isinstance(v, float) and math.isnan(v)) for v in (a, b)]
+    return all(missing) or (not any(missing) and a == b)
+
+
+def test_packed_files_read_back_byte_for_byte(tmp_path):
+    from lsa import files
+
+    path = tmp_path / "runs" / "x" / "metrics.json"
+    data = json.dumps({"a": [1, 2.5]}).encode()
+    first = files.write_packed(path, data)
+    assert first.name == "metrics.json.gz" and not path.exists()
+    assert files.exists(path) and files.read_text(path) == data.decode()
+    again = files.write_packed(tmp_path / "y" / "metrics.json", data)
+    assert again.read_bytes() == first.read_bytes()      # no name or time in the header
+
+
+@pytest.mark.slow
+def test_a_smoke_snapshot_reanalyses_to_the_pipelines_claims(smoke_pipeline, tmp_path,
+                                                              monkeypatch, capsys):
+    """Export the smoke pipeline's outputs as a snapshot, then run the sections alone where no
+    run was made (another output root): each reads the snapshot and reaches the claims and
+    gates the pipeline saved; a changed file is refused."""
+    from lsa import notebook
+    from lsa.config import load_config
+    from lsa.runs import runs_of
+
+    pipe = load_config(paths.results_dir("smoke") / "config.yaml", profile="smoke")
+    saved = {key: json.loads(paths.metrics_file("smoke", key).read_text())
+             for key in pipe.sections}
+    snapshot = tmp_path / "snapshot"
+    manifest = published.export(pipe, runs_of(pipe), snapshot,
+                                {"commit": "abc1234", "reproduce": {"finished_utc": "today"}})
+    assert manifest["bytes"] == sum(f["bytes"] for f in manifest["files"].values())
+    assert not list(snapshot.rglob("*.safetensors"))     # never weights
+    monkeypatch.setattr(published, "folder", lambda profile: snapshot)
+    monkeypatch.setattr(notebook, "QUICK_PROFILES", frozenset())   # smoke would train
+    monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path / "empty"))
+    for key in [k for k in pipe.sections if k != "01_synthetic_study"]:
+        setup = open_section(key, profile="smoke")
+        assert setup.snapshot is not None, key
+        assert "published results of `smoke`, commit abc1234" in capsys.readouterr().out
+        result = drive(setup)
+        assert _same(result.claims, saved[key]["claims"]), key
+        assert _same(result.metrics.get("gates"), saved[key].get("gates")), key
+        assert save(setup, result) is None                # nothing saved from a snapshot
+    assert not (tmp_path / "empty" / "results" / "smoke").exists()
+    victim = next(snapshot.glob("runs/*/metrics.json.gz"))
+    victim.write_bytes(victim.read_bytes()[:-4] + b"\0\0\0\0")
+    with pytest.raises(published.SnapshotDamaged, match="changed"):
+        open_section("03_regularized_finetuning", profile="smoke")
+
+
+PUBLISHED = ROOT / "docs" / "results" / "mini"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (PUBLISHED / published.MANIFEST).exists(),
+                    reason="mini is published without run files")
+def test_the_published_mini_reanalyses_to_its_claims_and_gates(tmp_path, monkeypatch):
+    """Sections 4-5 of the published ``mini`` re-analysed from its snapshot alone (no run
+    made here) give every claim of its claims.csv and every gate of its gates.json."""
+    monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path))
+    claims = pd.read_csv(PUBLISHED / "claims.csv", keep_default_na=False, dtype=str)
+    gates = json.loads((PUBLISHED / "gates.json").read_text())
+    assert published.load("mini") is not None             # every file as its manifest says
+    ours = []
+    for key in ("02_misalignment_correlation", "03_regularized_finetuning", "04_ablations",
+                "05_babilong"):
+        setup = open_section(key, profile="mini")
+        assert setup.snapshot is not None, key
+        result = drive(setup)
+        assert _same(result.metrics["gates"], gates), key
+        ours += result.claims
+    ours = pd.DataFrame(ours).astype(str).replace("nan", "")
+    theirs = claims[claims["id"].isin(set(ours["id"]))]
+    assert len(ours) == len(theirs) > 0
+    for column in ("id", "section", "claim", "paper", "ours", "verdict", "evidence"):
+        assert list(ours[column]) == list(theirs[column]), column
