@@ -16,6 +16,7 @@ from lsa.pipeline import (notebook_parameters, resolved_file, resolved_text, rul
                           section_settings, workflow_settings)
 from lsa import paths
 from lsa.imports import notebook_inputs
+from lsa.preflight import data_files
 from lsa.runs import FINISHED, SHARED_RUNS, digest, runs_of
 
 PIPE = from_mapping(config)
