@@ -267,13 +267,18 @@ def _job(args) -> int:
     """One run of the kind named by the subcommand (pretrain, finetune, babilong,
     babilong-eval, probe or longbench)."""
     pipe, run = job_run(args)
+    from lsa.devices import is_launched_worker
     from lsa.pipeline import workflow_settings
     from lsa.preflight import job_notes
 
-    claimed = args.gpus if args.gpus is not None else \
-        workflow_settings().run_job(run.profile, run).gpu
+    # what the job claims: --gpus, else its kind's GPUs in workflow/settings.yaml (a CPU
+    # profile's multi-process run uses gloo on the CPU); its launched processes were checked
+    settings = workflow_settings()
+    claimed = args.gpus if args.gpus is not None else (
+        settings.run_job(run.profile, run).gpu
+        if settings.resources(run.profile, run.kind).gpu else 0)
     try:  # no silent CPU run of a GPU job, no silent drop of NF4 (lsa.preflight)
-        for line in job_notes(pipe, run, claimed):
+        for line in ([] if is_launched_worker() else job_notes(pipe, run, claimed)):
             print(f"lsa: {line}", flush=True)
     except RuntimeError as err:
         print(f"lsa: {err}", file=sys.stderr)

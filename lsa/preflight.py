@@ -64,7 +64,10 @@ def gpus_needed(pipe: PipelineConfig, settings=None) -> int:
     from lsa.pipeline import workflow_settings
 
     settings = settings or workflow_settings()
-    return max((settings.run_job(pipe.profile, run).gpu for run in runs_of(pipe)), default=0)
+    # a run of several processes asks a GPU per process, but on a CPU profile (its kind's
+    # resources say gpu: 0) it runs them on the CPU (gloo): not a GPU claim
+    return max((settings.run_job(pipe.profile, run).gpu for run in runs_of(pipe)
+                if settings.resources(pipe.profile, run.kind).gpu), default=0)
 
 
 def uses_4bit(pipe: PipelineConfig) -> bool:

@@ -208,3 +208,17 @@ def test_snakemake_stops_at_dag_time_on_a_missing_data_file(gpu_data, out_root):
     assert out.returncode != 0
     assert "Missing input files" in out.stdout + out.stderr
     assert "babilong/prompts.py" in out.stdout + out.stderr
+
+
+def test_a_cpu_profile_claims_no_gpu_even_with_several_processes(cpu_only, no_data,
+                                                                  monkeypatch):
+    """A multi-process run asks a GPU per process, but on a CPU profile (gpu: 0 for its kind)
+    it runs its processes on the CPU (gloo): nothing to stop; books the first job can still
+    fetch (npm) are no problem either."""
+    pipe = load_config(profile="smoke", overrides={"profiles": {"smoke": {"finetune": {
+        "optim": {"grad_accum": 2},
+        "runs": [{"name": "pi2p", "method": "pi", "alpha": 0.1, "processes": 2}]}}}})
+    assert preflight.gpus_needed(pipe) == 0
+    assert preflight.check_devices(pipe) == ([], [])
+    monkeypatch.setattr(preflight, "npm_available", lambda: True)
+    assert preflight.check_data(pipe) == []
