@@ -203,11 +203,11 @@ def test_the_data_files_are_rule_inputs(gpu_data, out_root):
 
 
 def test_snakemake_stops_at_dag_time_on_a_missing_data_file(gpu_data, out_root):
-    (gpu_data / "babilong" / "prompts.py").unlink()
+    (gpu_data / "longbench" / "qasper_e.jsonl").unlink()  # $LSA_DATA_DIR/longbench is used
     out = run([tool("snakemake"), "-n", "--config", "profile=gpu-small"])
     assert out.returncode != 0
     assert "Missing input files" in out.stdout + out.stderr
-    assert "babilong/prompts.py" in out.stdout + out.stderr
+    assert "longbench/qasper_e.jsonl" in out.stdout + out.stderr
 
 
 def test_a_cpu_profile_claims_no_gpu_even_with_several_processes(cpu_only, no_data,
