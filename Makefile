@@ -12,6 +12,9 @@ TORCH ?= torch==2.13.0
 TORCH_MARK := $(VENV)/.torch-$(shell printf '%s' '$(TORCH)' | cksum | cut -d' ' -f1)
 PROFILE ?= mini
 CORES ?= all
+# more Snakemake arguments for `make reproduce`, e.g. SNAKEMAKE_ARGS='--profile profiles/slurm'
+# or '--resources gpu=2' (README, "Running on a GPU or a cluster")
+SNAKEMAKE_ARGS ?=
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help install test check reproduce publish report bench lab lint lock clean-results
@@ -54,7 +57,7 @@ lock: | $(BIN)/python
 reproduce: install
 	@start=$$(date +%s); set -e; \
 	$(BIN)/python -m lsa fetch books; \
-	$(BIN)/python -m lsa pipeline --profile $(PROFILE) --cores $(CORES); \
+	$(BIN)/python -m lsa pipeline --profile $(PROFILE) --cores $(CORES) -- $(SNAKEMAKE_ARGS); \
 	$(BIN)/python -m lsa check --profile $(PROFILE); \
 	$(BIN)/python -m lsa timings --profile $(PROFILE) --record-since $$start --cores "$(CORES)"
 

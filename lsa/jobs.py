@@ -345,29 +345,21 @@ def babilong_evaluate(pipe: PipelineConfig, run: Run, progress: bool = True) -> 
 
 
 def longbench_folder(pipe: PipelineConfig) -> Path:
-    """Where the LongBench-E files are: ``longbench.data_dir``, ``$LSA_DATA_DIR/longbench``, or
+    """Where the LongBench-E files are: ``longbench.data_dir``, ``$LSA_DATA_DIR/longbench``,
+    ``data/longbench`` (``python -m lsa fetch longbench``), or
     (``data_dir: fixture``) the tiny fixture ``lsa.evaluate.longbench.write_fixture`` writes
     under ``data/``. A clear error names what is missing."""
-    from lsa.evaluate.longbench import write_fixture
+    from lsa.evaluate.longbench import data_files, data_folder, write_fixture
 
-    setting = pipe.longbench.data_dir
-    if setting == "fixture":
+    if pipe.longbench.data_dir == "fixture":
         return write_fixture(paths.CACHE / "longbench-fixture")
-    if setting:
-        folder = Path(setting)
-    elif paths.data_dir() is not None:
-        folder = paths.data_dir() / "longbench"
-    else:
-        raise FileNotFoundError(
-            "LongBench-E needs the benchmark's files: put the *_e.jsonl files and "
-            "dataset2prompt.json / dataset2maxlen.json in $LSA_DATA_DIR/longbench/ (or set "
-            "longbench.data_dir), or switch it off (longbench.enabled: false)")
-    missing = [name for name in ("dataset2prompt.json", "dataset2maxlen.json",
-                                 *(f"{d}_e.jsonl" for d in pipe.longbench.datasets))
-               if not (folder / name).exists()]
+    folder = data_folder(pipe.longbench)
+    missing = [p.name for p in data_files(pipe.longbench) if not p.exists()]
     if missing:
         raise FileNotFoundError(f"{folder}: LongBench-E files missing: {', '.join(missing)} "
-                                "(LongBench's data/*_e.jsonl and config/*.json)")
+                                "(python -m lsa fetch longbench puts LongBench's data/*_e.jsonl "
+                                "and config/*.json there; or set longbench.data_dir, or "
+                                "switch it off: longbench.enabled: false)")
     return folder
 
 
@@ -393,8 +385,9 @@ def longbench_evaluate(pipe: PipelineConfig, run: Run, progress: bool = True) ->
     started = time.time()
     seed_everything(pipe.seed)
     model, tokenizer = load_finetuned(pipe, finetuned)
+    # predictions in LongBench's own form, kept in the run folder and reused by a restart
     result = evaluate(model, tokenizer, data, data, lcfg.max_length, list(lcfg.datasets),
-                      lcfg.limit)
+                      lcfg.limit, pred_dir=folder / "pred", batch_size=lcfg.batch_size)
     spec = finetuned.spec
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / "config.json", run.identity)
@@ -412,7 +405,7 @@ def _probe_model(pipe: PipelineConfig, run: Run, tokenizer):
     """The model a probe measures: the base model (with its RoPE setting, when the probe has
     one), a finished BABILong run, or a hub model that shares the base model's tokenizer."""
     from lsa.config import RunConfig
-    from lsa.models import build_for_run, load_pretrained
+    from lsa.models import build_for_run, hub_path, load_pretrained
 
     source, rope = run.identity["model"], run.identity["rope"]
     if source == runs_of(pipe).base.id:
@@ -423,7 +416,8 @@ def _probe_model(pipe: PipelineConfig, run: Run, tokenizer):
     elif run.needs[0].id != runs_of(pipe).base.id:
         model, _ = load_finetuned(pipe, run.needs[0])
     else:  # a hub id or folder
-        model, theirs = load_pretrained(source, dtype=getattr(torch, pipe.pretrain.model.dtype))
+        model, theirs = load_pretrained(hub_path(source, pipe.population.revisions.get(source)),
+                                        dtype=getattr(torch, pipe.pretrain.model.dtype))
         if theirs.get_vocab() != tokenizer.get_vocab():
             raise ValueError(f"population.models: {source} has another tokenizer than the base "
                              "model; the protocol scores every model on the same tokens")

@@ -148,16 +148,31 @@ def load_pretrained(name_or_path: str, dtype: torch.dtype = torch.float32,
 # the profile's base model, and the base model prepared for one run
 
 
+#: the files of a hub model the jobs read (safetensors weights, never the .bin copies)
+HUB_FILES = ["*.json", "*.safetensors", "tokenizer.model", "*.txt"]
+
+
+def hub_path(name_or_path: str, revision: str | None) -> str:
+    """A hub model at a pinned ``revision`` as the local folder of that snapshot (downloaded
+    once into the hub's cache, ``HF_HOME``; read from it alone under ``HF_HUB_OFFLINE=1``), so
+    that every load reads the same commit; a local folder, or no revision, as it is."""
+    if revision is None or Path(name_or_path).expanduser().is_dir():
+        return name_or_path
+    from huggingface_hub import snapshot_download
+
+    return snapshot_download(name_or_path, revision=revision, allow_patterns=HUB_FILES)
+
+
 def base_model_path(pipe: PipelineConfig, base: Run | None = None) -> str:
     """Where the base model's weights are: the base run's ``model/`` for scratch (``base``: a
     further base model of ``ablation.base_seeds``), the converted SmolLM2 cache, or the
-    configured hub id / folder."""
+    configured hub id / folder (at ``model.revision`` when pinned: ``hub_path``)."""
     m = pipe.pretrain.model
     if m.source == "scratch":
         return str((base or runs_of(pipe).base).folder / "model")
     if m.source == "smollm2":
         return str(smollm2_folder())
-    return str(m.name_or_path)
+    return hub_path(str(m.name_or_path), m.revision)
 
 
 def build_base_model(pipe: PipelineConfig, tokenizer, seed: int | None = None):

@@ -118,6 +118,14 @@ class Resources(StrictConfig):
                    "`partitions.cpu`")
     local: bool = setting(False, help="a light job: run on the submitting host, not sent to "
                                       "the cluster (Snakemake's localrules)")
+    gpu_mem_gb: float | None = setting(
+        None, gt=0, help="memory of each GPU the job is planned for, GB (python -m lsa plan "
+                         "checks its estimate against it; the pre-flight stops a job that does "
+                         "not fit); null: not checked")
+    slurm_extra: str | None = setting(
+        None, help="extra sbatch options of the job under the SLURM executor (its "
+                   "`slurm_extra` resource), e.g. \"--gres=gpu:h100:1 --qos=normal\" or "
+                   "\"--constraint=a100-80g\"; null: none")
 
 
 @dataclass
@@ -139,11 +147,79 @@ class JobResources:
     runtime: int
     slurm_partition: str
     local: bool
+    slurm_extra: str | None = None
 
     def snakemake(self) -> dict[str, Any]:
-        """The rule's ``resources:`` (threads are its ``threads:``)."""
-        return {"mem_mb": self.mem_mb, "gpu": self.gpu, "runtime": self.runtime,
-                "slurm_partition": self.slurm_partition}
+        """The rule's ``resources:`` (threads are its ``threads:``; ``slurm_extra`` only where
+        it is set)."""
+        out = {"mem_mb": self.mem_mb, "gpu": self.gpu, "runtime": self.runtime,
+               "slurm_partition": self.slurm_partition}
+        if self.slurm_extra:
+            out["slurm_extra"] = self.slurm_extra
+        return out
+
+
+@dataclass
+class PlanAssumptions(StrictConfig):
+    """What ``python -m lsa plan`` assumes to turn FLOPs and decoding steps into hours: stated
+    assumptions with their source, not measurements (replace them with a measured throughput,
+    e.g. from scripts/gpu_check.sh's gpu_check.json, when you have one)."""
+
+    tflops: list[float] = setting(
+        factory=lambda: [100.0, 300.0], each_gt=0,
+        help="effective training/forward TFLOP/s per GPU, low and high end of the range")
+    decode_step_s: list[float] = setting(
+        factory=lambda: [0.02, 0.06], each_gt=0,
+        help="seconds per greedy decoding step of transformers' generate (a batch shares a "
+             "step), low and high end")
+    longbench_samples: int = setting(
+        300, ge=1, help="samples per LongBench-E dataset when its file is not at hand and no "
+                        "limit is set (an upper bound)")
+    source: str = setting("unstated", help="where the numbers come from (printed by the plan)")
+
+    def validate(self) -> None:
+        for name in ("tflops", "decode_step_s"):
+            pair = getattr(self, name)
+            if len(pair) != 2 or pair[0] > pair[1]:
+                self._fail(name, "must be [low, high] with low <= high")
+
+
+@dataclass
+class PlanSettings(StrictConfig):
+    """``plan:`` of workflow/settings.yaml: the assumptions per lsa profile and the published
+    architectures of downloaded models (used when their config.json is not at hand)."""
+
+    default: PlanAssumptions = setting(factory=PlanAssumptions,
+                                       help="the assumptions of every profile")
+    profiles: dict[str, dict[str, Any]] = setting(
+        factory=dict, help="per lsa profile: PlanAssumptions' keys overriding `default`")
+    architectures: dict[str, dict[str, Any]] = setting(
+        factory=dict, help="hub id (or smollm2) -> vocab_size, hidden_size, n_layers, n_heads, "
+                           "n_kv_heads, intermediate_size, tie_embeddings, source")
+
+    def validate(self) -> None:
+        for profile in self.profiles:
+            if profile not in PROFILES:
+                raise ConfigError(f"plan.profiles.{profile}: unknown profile; allowed: "
+                                  f"{', '.join(PROFILES)}")
+            self.assumptions(profile)
+        keys = {"vocab_size", "hidden_size", "n_layers", "n_heads", "intermediate_size"}
+        for name, arch in self.architectures.items():
+            missing = sorted(keys - set(arch))
+            if missing:
+                raise ConfigError(f"plan.architectures.{name}: lacks {missing[0]}")
+            unknown = sorted(set(arch) - keys - {"n_kv_heads", "tie_embeddings", "source"})
+            if unknown:
+                raise ConfigError(f"plan.architectures.{name}.{unknown[0]}: unknown key")
+            for key in keys:
+                if not isinstance(arch[key], int) or isinstance(arch[key], bool) or arch[key] < 1:
+                    raise ConfigError(f"plan.architectures.{name}.{key} = {arch[key]!r}: must "
+                                      "be an integer >= 1")
+
+    def assumptions(self, profile: str) -> PlanAssumptions:
+        return PlanAssumptions.from_dict(merge(self.default.to_dict(),
+                                               self.profiles.get(profile) or {}),
+                                         prefix=f"plan.profiles.{profile}")
 
 
 @dataclass
@@ -171,6 +247,8 @@ class WorkflowSettings(StrictConfig):
         300, ge=1, help="seconds papermill waits for a section notebook's kernel to start "
                         "(--start-timeout); each cell may take the job's runtime "
                         "(--execution-timeout: section_job's runtime, in seconds)")
+    plan: PlanSettings = setting(factory=PlanSettings,
+                                 help="the assumptions of python -m lsa plan (lsa/plan.py)")
 
     def validate(self) -> None:
         missing = sorted(set(KINDS) - set(self.run_modules))
@@ -234,7 +312,12 @@ class WorkflowSettings(StrictConfig):
                                   f"resources say gpu = {gpu}")
             gpu = processes
         partition = res.partition or (self.partitions.gpu if gpu else self.partitions.cpu)
-        return JobResources(res.threads, res.mem_mb, gpu, res.runtime, partition, res.local)
+        return JobResources(res.threads, res.mem_mb, gpu, res.runtime, partition, res.local,
+                            res.slurm_extra)
+
+    def plan_for(self, profile: str) -> PlanAssumptions:
+        """The plan's assumptions for ``profile``: ``plan.default``, then its own."""
+        return self.plan.assumptions(profile)
 
     def run_job(self, profile: str, run) -> JobResources:
         """A run job's resources (``lsa.runs.Run``: its kind and process count)."""

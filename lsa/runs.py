@@ -327,6 +327,8 @@ def finetune_specs(ft: FinetuneConfig) -> list[RunConfig]:
     """Sections 5.1-5.2: every method x alpha x seed of the grid, then the explicit ``runs``."""
     grid = [make_run(m, a, s) for s in ft.all_seeds() for m in ft.methods
             if s in ft.seeds_of(m) for a in ft.alphas]
+    for spec in grid:  # finetune.method_processes: FSDP over P GPUs (null: one process)
+        spec.processes = ft.method_processes.get(spec.method)
     return grid + list(ft.runs)
 
 
@@ -388,8 +390,11 @@ def gate_specs(pipe: PipelineConfig) -> list[RunConfig]:
     if 0.0 not in ft.alphas:
         return []
     raw = ("none",) if pipe.gates.raw_finetune else ()
-    return [make_run(m, 0.0, s) for s in ft.all_seeds() for m in (*ft.methods, *raw)
-            if m == "none" or s in ft.seeds_of(m)]
+    specs = [make_run(m, 0.0, s) for s in ft.all_seeds() for m in (*ft.methods, *raw)
+             if m == "none" or s in ft.seeds_of(m)]
+    for spec in specs:  # the grid's runs, as finetune_specs makes them
+        spec.processes = ft.method_processes.get(spec.method)
+    return specs
 
 
 def babilong_specs(bl: BabilongConfig) -> list[RunConfig]:

@@ -6,6 +6,14 @@ On one GPU, within minutes and without network: pretrain the ``gpu-small`` base 
 CE + 0.1 SCE, measure tokens/s and peak memory of both (the regularizer's cost on a GPU), load
 the base in NF4 4-bit when bitsandbytes is installed (said so when it is not), and evaluate
 perplexity at 2x and 4x the window. ``--tiny`` runs the same path with toy sizes on a CPU (tests).
+
+``--jobs`` then runs one job of each kind ``gpu-small`` has (``job_kinds``: the base model, a
+CLEX fine-tuning run with CE + 0.1 SCE, its BABILong and LongBench-E evaluations, a probe) as
+the pipeline runs them (``lsa.jobs``), at the profile's shapes (model, windows, batch sizes,
+lengths) with ``steps`` optimizer steps and the fewest evaluation samples, with the
+pre-flight first, and reads each job's wall time and peak GPU memory beside the plan's estimate
+(``lsa.plan``). Without the benchmark files it writes stand-ins (not the benchmarks' text: their
+format only) and says so.
 """
 
 from __future__ import annotations
@@ -124,6 +132,89 @@ def run(profile: str = "gpu-small", tiny: bool = False, pretrain_steps: int = 30
     return report
 
 
+#: what job_kinds changes in a profile: steps and sample counts only, never a shape
+def check_overrides(profile: str, steps: int = 1) -> dict[str, Any]:
+    optim = {"steps": steps, "warmup_steps": 0, "save_every": 0}
+    return {"profiles": {profile: {
+        "pretrain": {"optim": optim, "eval_max_chunks": 1},
+        "finetune": {"optim": optim, "eval_max_chunks": 1, "metric_samples": 1,
+                     "copy_probes": 2},
+        "babilong": {"test_samples": 1},
+        "longbench": {"limit": 1}}}}
+
+
+STANDIN_TEMPLATE = '{instruction} {examples} {post_prompt} {context} Question: {question}'
+
+
+def write_standins(folder: Path, datasets: list[str], tasks: list[str]) -> Path:
+    """Files in the benchmarks' formats (LongBench-E's tables and *_e.jsonl, BABILong's
+    prompts.py) with placeholder text of ours, for a check without the real ones."""
+    (folder / "longbench").mkdir(parents=True, exist_ok=True)
+    (folder / "longbench" / "dataset2prompt.json").write_text(json.dumps(
+        {d: "{context}\n\nQuestion: {input}\nAnswer:" for d in datasets}))
+    (folder / "longbench" / "dataset2maxlen.json").write_text(json.dumps(
+        {d: 4 for d in datasets}))
+    row = {"input": "What is said?", "context": "Some words. " * 20, "answers": ["words"],
+           "length": 40, "all_classes": None}
+    for d in datasets:
+        (folder / "longbench" / f"{d}_e.jsonl").write_text(json.dumps(row) + "\n")
+    (folder / "babilong").mkdir(exist_ok=True)
+    parts = '{"instruction": "Answer the question.", "examples": "", "post_prompt": "One word."}'
+    (folder / "babilong" / "prompts.py").write_text(
+        f"DEFAULT_TEMPLATE = {STANDIN_TEMPLATE!r}\nDEFAULT_PROMPTS = {{\n"
+        + "".join(f"    {t!r}: {parts},\n" for t in tasks) + "}\n")
+    return folder
+
+
+def job_kinds(out: Path, profile: str = "gpu-small", steps: int = 1) -> dict[str, Any]:
+    """One job of each kind of ``profile`` (see the module's docstring) into ``out``; per job
+    its wall time, peak GPU memory and the plan's estimate; the pre-flight's findings first."""
+    import os
+
+    from lsa import plan, preflight
+    from lsa.config import load_config
+    from lsa.jobs import run_job
+    from lsa.runs import runs_of
+
+    out = Path(out)
+    os.environ["LSA_OUTPUT_ROOT"] = str(out / "outputs")  # never the repository's results/
+    pipe = load_config(profile=profile, overrides=check_overrides(profile, steps))
+    report: dict[str, Any] = {"steps": steps, "profile": profile}
+    missing = preflight.check_data(pipe, hub=False)
+    if any(m.startswith(("LongBench-E", "BABILong")) for m in missing):
+        os.environ["LSA_DATA_DIR"] = str(write_standins(
+            out / "standins", list(pipe.longbench.datasets), list(pipe.babilong.tasks)))
+        report["benchmark_files"] = "stand-ins (python -m lsa fetch longbench babilong: real)"
+        pipe = load_config(profile=profile, overrides=check_overrides(profile, steps))
+    else:
+        report["benchmark_files"] = "the fetched files"
+    found = preflight.preflight(pipe, hub=False)
+    report["preflight"] = {"problems": found.problems, "notes": found.notes}
+    estimates = {(p.kind, p.name): p for p in plan.plan_profile(pipe)}
+    runs = runs_of(pipe)
+    finetuned = runs.get("finetune", "clex_a0.1_s0")
+    chosen = [runs.base, finetuned,
+              next(r for r in runs if r.kind == "babilong-eval" and r.needs[0] is finetuned),
+              next(r for r in runs if r.kind == "longbench" and r.needs[0] is finetuned),
+              next(r for r in runs if r.kind == "probe")]
+    jobs = {}
+    for run_ in chosen:
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        started = time.time()
+        run_job(pipe, run_, progress=False)
+        est = estimates[(run_.kind, run_.name)]
+        jobs[f"{run_.kind} {run_.name}"] = {
+            "wall_s": round(time.time() - started, 1), "finished": run_.finished,
+            "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+            "plan_gib": round(est.memory_gib, 2),
+            "plan_gpu_hours_at_full_size": [round(h, 3) for h in est.gpu_hours]}
+    report["jobs"] = jobs
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--profile", default="gpu-small")
@@ -131,8 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pretrain-steps", type=int, default=300)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--out", default="gpu_check_runs")
+    parser.add_argument("--jobs", action="store_true",
+                        help="then one job of each kind of the profile (job_kinds)")
+    parser.add_argument("--job-steps", type=int, default=3)
     args = parser.parse_args(argv)
     report = run(args.profile, args.tiny, args.pretrain_steps, args.steps, Path(args.out))
+    if args.jobs:
+        report["job_kinds"] = job_kinds(Path(args.out), args.profile, args.job_steps)
     text = json.dumps(report, indent=2, default=str)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "gpu_check.json").write_text(text)

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The GPU check (README, "GPU check"): run once on a lent GPU machine, from the repository root.
 # Needs torch, transformers, peft, accelerate and pyyaml there, no network; carry the caches
-#   data/books data/tokenizers data/tokens
+#   data/books data/tokenizers data/tokens (and data/longbench data/babilong when fetched)
 # with the tree. bitsandbytes is optional: without it the NF4 check says it was skipped.
-# Finishes in a few minutes on one H100/H200; writes $OUT/gpu_check.json (default gpu_check_out).
+# Runs the plan and pre-flight of gpu-small, the bf16 / LoRA / NF4 checks, then one job of each
+# gpu-small kind (3 steps, the fewest evaluation samples; peak memory beside the plan's
+# estimate). Meant to finish in under 10 minutes on one H100/H200 (not yet run on one); writes
+# $OUT/gpu_check.json and $OUT/plan.md (default gpu_check_out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -16,4 +19,7 @@ print("transformers", transformers.__version__, "peft", peft.__version__, "accel
 if torch.cuda.is_available():
     print(torch.cuda.get_device_name(0), "bf16", torch.cuda.is_bf16_supported())
 PY
-timeout 420 python scripts/gpu_check.py --out "$out" "$@" 2>&1 | tee "$out/gpu_check.log"
+# the plan and the pre-flight (exit 1 when something is missing: reported, not fatal here)
+python -m lsa plan --profile gpu-small --no-hub > "$out/plan.md" 2>&1 || true
+tail -n 12 "$out/plan.md"
+timeout 480 python scripts/gpu_check.py --out "$out" --jobs "$@" 2>&1 | tee "$out/gpu_check.log"

@@ -54,3 +54,38 @@ def smoke_pipeline():
     finally:
         if saved is not None:
             os.environ["LSA_OUTPUT_ROOT"] = saved
+
+
+_PARTS = '{"instruction": "Answer.", "examples": "", "post_prompt": "One word."}'
+FAKE_PROMPTS = ('DEFAULT_TEMPLATE = "{instruction} {examples} {post_prompt} {context} Q: '
+                '{question}"\nDEFAULT_PROMPTS = {\n'
+                + "".join(f'    "qa{i}": {_PARTS},\n' for i in range(1, 6)) + "}\n")
+
+
+@pytest.fixture
+def gpu_data(tmp_path, monkeypatch):
+    """The benchmark files the GPU profiles read, as stand-ins in a temporary $LSA_DATA_DIR
+    (LongBench-E's tables and *_e.jsonl files, BABILong's prompts.py written here, not the
+    benchmarks' own), and data/ sent to an empty folder: what `python -m lsa fetch` would
+    have put in place."""
+    import json
+
+    from lsa import paths
+    from lsa.config import LONGBENCH_E_DATASETS
+
+    data = tmp_path / "lsa_data"
+    (data / "longbench").mkdir(parents=True)
+    (data / "longbench" / "dataset2prompt.json").write_text(
+        json.dumps({d: "{context} {input}" for d in LONGBENCH_E_DATASETS}))
+    (data / "longbench" / "dataset2maxlen.json").write_text(
+        json.dumps({d: 8 for d in LONGBENCH_E_DATASETS}))
+    row = {"input": "q", "context": "c", "answers": ["a"], "length": 10, "all_classes": None}
+    for d in LONGBENCH_E_DATASETS:
+        (data / "longbench" / f"{d}_e.jsonl").write_text(json.dumps(row) + "\n")
+    (data / "babilong").mkdir()
+    (data / "babilong" / "prompts.py").write_text(FAKE_PROMPTS)
+    (data / "books").mkdir()
+    (data / "books" / "a.txt").write_text("A book of a few words. " * 20)
+    monkeypatch.setenv("LSA_DATA_DIR", str(data))
+    monkeypatch.setattr(paths, "CACHE", tmp_path / "cache")
+    return data

@@ -66,14 +66,15 @@ def check_resources(stdout: str, profile: str, gpu_limit: int | None = None,
 
 
 @pytest.mark.parametrize("profile", LSA_PROFILES)
-def test_local_profile_gives_each_job_its_resources(profile, out_root):
+def test_local_profile_gives_each_job_its_resources(profile, out_root, gpu_data):
     # on a machine with 8 GPUs (the profile's `gpu: 0` says none: GPU jobs get 0)
     stdout = dry_run("--profile", "profiles/local", "--resources", "gpu=8",
                      "--config", f"profile={profile}")
     assigned = check_resources(stdout, profile)
     runs = {rule_name(r): r for r in runs_of(load_config(profile=profile))}
     gpus = {int(assigned[name]["gpu"]) for name in runs}
-    assert gpus == ({0} if profile == "smoke" else {1})
+    # paper's full fine-tunes: 4 processes, a GPU each (finetune.method_processes, processes)
+    assert gpus == {"smoke": {0}, "gpu-small": {1}, "paper": {1, 4}}[profile]
     # the run jobs' commands are those finished runs were made by (a changed command would
     # retrain them): the job takes its GPU count from settings.yaml itself (lsa.devices)
     commands = [line for line in stdout.splitlines() if " -m lsa " in line]
@@ -86,15 +87,16 @@ def test_local_profile_gives_each_job_its_resources(profile, out_root):
 @pytest.mark.skipif(not HAS_SLURM_PLUGIN, reason="snakemake-executor-plugin-slurm is not "
                     "installed (pip install -e '.[slurm]')")
 @pytest.mark.parametrize("profile", LSA_PROFILES)
-def test_slurm_profile_sends_gpu_jobs_to_the_gpu_partition(profile, out_root):
+def test_slurm_profile_sends_gpu_jobs_to_the_gpu_partition(profile, out_root, gpu_data):
     stdout = dry_run("--profile", "profiles/slurm", "--config", f"profile={profile}")
     assigned = check_resources(stdout, profile)
     assert all(got["slurm_account"] == "CHANGE_ME" for got in assigned.values())
     if profile == "paper":  # Llama-2-7B is read into host memory before the GPU
         for run_ in runs_of(load_config(profile="paper")):
             got = assigned[rule_name(run_)]
-            assert got["slurm_partition"] == "gpu" and int(got["gpu"]) == 1
-            assert int(got["mem_mb"]) >= 48000 and int(got["runtime"]) >= 240
+            assert got["slurm_partition"] == "gpu" and int(got["gpu"]) == run_.processes
+            # runtimes from python -m lsa plan (tests/test_plan.py), an hour at least
+            assert int(got["mem_mb"]) >= 48000 and int(got["runtime"]) >= 60
 
 
 API_SCRIPT = """
@@ -127,19 +129,24 @@ def test_light_rules_stay_on_the_submitting_host(profile, out_root):
 MULTI = {"profile": "paper", "profiles": {"paper": {"finetune": {"runs": [
     {"name": "clex4k_a0_s0", "method": "clex", "alpha": 0.0, "l_train": 4096, "processes": 4},
     {"name": "clex4k_a0.1_s0", "method": "clex", "alpha": 0.1, "l_train": 4096}]}}}}
+# paper with its CLEX runs in one process each (its own: 4, config/config.yaml)
+SINGLE = {"profile": "paper", "profiles": {"paper": {"finetune": {"runs": [
+    {"name": "clex4k_a0_s0", "method": "clex", "alpha": 0.0, "l_train": 4096},
+    {"name": "clex4k_a0.1_s0", "method": "clex", "alpha": 0.1, "l_train": 4096}]}}}}
 
 
-def multi_runs():
+def multi_runs(on_top=MULTI):
     """paper's runs with MULTI on top, as Snakemake merges a --configfile (dicts key by key)."""
     from lsa import paths
     from lsa.config import from_mapping, read_yaml
     from lsa.strict import merge
 
-    return runs_of(from_mapping(merge(read_yaml(paths.CONFIG_FILE), MULTI))).finetune
+    return runs_of(from_mapping(merge(read_yaml(paths.CONFIG_FILE), on_top))).finetune
 
 
-def test_a_multi_process_run_is_another_run_with_a_gpu_per_process(out_root, tmp_path):
-    default = runs_of(load_config(profile="paper")).finetune
+def test_a_multi_process_run_is_another_run_with_a_gpu_per_process(out_root, tmp_path,
+                                                                   gpu_data):
+    default = multi_runs(SINGLE)
     mine = tmp_path / "multi.yaml"
     mine.write_text(yaml.safe_dump(MULTI))
     multi = multi_runs()

@@ -16,7 +16,7 @@ from conftest import ROOT, run, tool
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_dry_run_plans_every_section(profile, out_root):
+def test_dry_run_plans_every_section(profile, out_root, gpu_data):  # the GPU profiles' files
     out = run([tool("snakemake"), "-n", "--forceall", "--config", f"profile={profile}"])
     assert out.returncode == 0, out.stderr + out.stdout
     for key in load_config(profile=profile).sections:

@@ -191,14 +191,16 @@ def read_book(path: Path) -> str:
     return cleaned
 
 
-def load_hub_books(dataset: str, max_books: dict[str, int]) -> dict[str, dict[str, str]]:
+def load_hub_books(dataset: str, max_books: dict[str, int], revision: str | None = None
+                   ) -> dict[str, dict[str, str]]:
     """PG19-style books from the hub through ``datasets`` (profile ``paper``): streamed, the
-    first ``max_books[split]`` books of each split. Needs network access."""
+    first ``max_books[split]`` books of each split, at ``revision`` when pinned. Needs network
+    access."""
     from datasets import load_dataset
 
     out: dict[str, dict[str, str]] = {}
     for split in SPLIT_NAMES:
-        ds = load_dataset(dataset, split=split, streaming=True)
+        ds = load_dataset(dataset, split=split, streaming=True, revision=revision)
         out[split] = {}
         for i, row in enumerate(ds):
             if i >= max_books[split]:

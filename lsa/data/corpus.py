@@ -33,8 +33,10 @@ def book_texts(data: DataConfig, splits: tuple[str, ...] = ("train", "validation
     if data.books_source == "hub":
         counts = dict(zip(SPLIT_NAMES, data.hub_books))
         texts = load_hub_books(data.hub_dataset,
-                               {s: counts[s] if s in splits else 0 for s in SPLIT_NAMES})
-        source = f"hub:{data.hub_dataset}"
+                               {s: counts[s] if s in splits else 0 for s in SPLIT_NAMES},
+                               revision=data.hub_revision)
+        source = f"hub:{data.hub_dataset}" + (f"@{data.hub_revision}" if data.hub_revision
+                                              else "")
     else:
         texts, source = load_books(data.books_dir)
     return {s: texts[s] for s in splits}, source

@@ -225,6 +225,32 @@ def load_tables(config_dir: str | Path) -> tuple[dict[str, str], dict[str, int]]
     return prompts, maxlen
 
 
+def data_folder(lb) -> Path | None:
+    """Where the LongBench-E job reads its files (``lb``: ``lsa.config.LongBenchConfig``):
+    ``data_dir``, else ``$LSA_DATA_DIR/longbench`` when it exists, else ``data/longbench``
+    (where ``python -m lsa fetch longbench`` puts them); None for the fixture or when
+    LongBench-E is off."""
+    from lsa import paths
+
+    if not lb.enabled or lb.data_dir == "fixture":
+        return None
+    if lb.data_dir:
+        return Path(lb.data_dir).expanduser()
+    user = paths.data_dir()
+    if user is not None and (user / "longbench").is_dir():
+        return user / "longbench"
+    return paths.CACHE / "longbench"
+
+
+def data_files(lb) -> list[Path]:
+    """Every file the LongBench-E job reads: the two tables and each dataset's ``*_e.jsonl``
+    (empty for the fixture or when LongBench-E is off)."""
+    folder = data_folder(lb)
+    if folder is None:
+        return []
+    return [folder / name for name in (*TABLES, *(f"{d}_e.jsonl" for d in lb.datasets))]
+
+
 ROW_FIELDS = {"input": str, "context": str, "answers": list, "length": int}
 ROW_FORMAT = ("one JSON object per line with input and context (strings), answers (a list of "
               "strings), length (an integer word count) and all_classes (a list or null)")
@@ -269,26 +295,85 @@ def truncate_middle(ids: list[int], budget: int) -> list[int]:
     return ids[:half] + ids[len(ids) - (budget - half):]
 
 
-def evaluate(model, tokenizer, data_dir: str | Path, config_dir: str | Path, max_length: int,
-             datasets: list[str] | None = None, limit: int | None = None) -> dict[str, Any]:
-    """Greedy generation on every dataset, scores per bucket, and the averaged score."""
+PRED_FORMAT = ("LongBench's pred/<dataset>.jsonl: one JSON object per line with pred (a "
+               "string), answers, all_classes and length, in the data file's order")
+
+
+def read_predictions(path: str | Path, rows: list[dict[str, Any]]) -> list[str]:
+    """The predictions already in ``path`` (LongBench's ``pred/<dataset>.jsonl``), in order,
+    for the first of ``rows``: a line cut by a killed job ends the list (it is made again); a
+    line that answers another sample than its row stops with an error naming it."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            break  # the last line of an interrupted write
+        if number > len(rows) or not isinstance(item, dict) or \
+                not isinstance(item.get("pred"), str):
+            raise bad_input(path, "not a prediction of this data file", PRED_FORMAT, number)
+        if item.get("answers") != rows[number - 1]["answers"]:
+            raise bad_input(path, "its answers are not those of the data file's line "
+                                  f"{number}", PRED_FORMAT, number)
+        out.append(item["pred"])
+    return out
+
+
+def prediction_line(row: dict[str, Any], pred: str) -> str:
+    """A line of ``pred/<dataset>.jsonl`` as LongBench's pred.py writes it (its eval.py reads
+    pred, answers, all_classes and length)."""
+    return json.dumps({"pred": pred, "answers": row["answers"],
+                       "all_classes": row.get("all_classes"), "length": row["length"]},
+                      ensure_ascii=False)
+
+
+def generate_batch(model, tokenizer, prompts: list[list[int]], max_new_tokens: int
+                   ) -> list[str]:
+    """Greedy answers to token-id prompts generated together: left-padded with the end token,
+    masked, and decoded after the padded prompt length (one prompt: no padding at all)."""
     import torch
 
-    prompts, maxlen = load_tables(config_dir)
     device = next(model.parameters()).device
+    pad = tokenizer.eos_token_id
+    width = max(len(ids) for ids in prompts)
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=mask, do_sample=False,
+                             max_new_tokens=max_new_tokens, pad_token_id=pad)
+    return [tokenizer.decode(seq[width:], skip_special_tokens=True) for seq in out]
+
+
+def evaluate(model, tokenizer, data_dir: str | Path, config_dir: str | Path, max_length: int,
+             datasets: list[str] | None = None, limit: int | None = None,
+             pred_dir: str | Path | None = None, batch_size: int = 1) -> dict[str, Any]:
+    """Greedy generation on every dataset, scores per bucket, and the averaged score. With
+    ``pred_dir``, each prediction is appended to ``pred_dir/<dataset>.jsonl`` (LongBench's
+    form) as it is made, and the predictions already there are reused: a rerun, or a job
+    restarted after a kill, generates only the missing ones."""
+    prompts, maxlen = load_tables(config_dir)
     model.eval()
     results: dict[str, dict[str, float]] = {}
     for dataset in datasets or DATASETS:
         rows = load_dataset_file(data_dir, dataset, limit)
-        predictions = []
-        for row in rows:
-            prompt = prompts[dataset].format(**row)
-            ids = truncate_middle(tokenizer(prompt)["input_ids"], max_length)
-            with torch.no_grad():
-                out = model.generate(torch.tensor([ids], device=device), do_sample=False,
-                                     max_new_tokens=maxlen[dataset],
-                                     pad_token_id=tokenizer.eos_token_id)
-            predictions.append(tokenizer.decode(out[0, len(ids):], skip_special_tokens=True))
+        path = Path(pred_dir) / f"{dataset}.jsonl" if pred_dir is not None else None
+        predictions = read_predictions(path, rows) if path is not None else []
+        if path is not None:  # the reused lines only (a cut last line is dropped)
+            atomic_write_text(path, "".join(prediction_line(r, p) + "\n"
+                                            for r, p in zip(rows, predictions)))
+        for start in range(len(predictions), len(rows), batch_size):
+            chunk = rows[start:start + batch_size]
+            ids = [truncate_middle(tokenizer(prompts[dataset].format(**row))["input_ids"],
+                                   max_length) for row in chunk]
+            answers = generate_batch(model, tokenizer, ids, maxlen[dataset])
+            predictions += answers
+            if path is not None:
+                with path.open("a", encoding="utf-8") as handle:
+                    handle.writelines(prediction_line(r, p) + "\n"
+                                      for r, p in zip(chunk, answers))
         results[dataset] = score_dataset(dataset, rows, predictions)
     return {"per_dataset": results, "longbench_e": longbench_e_score(results),
             "averaging": "unweighted mean over datasets of their overall scores"}

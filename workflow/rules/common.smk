@@ -17,6 +17,7 @@ from lsa.pipeline import (LIGHT_RULES, RESOLVED_RULES, notebook_parameters, reso
 from lsa import paths
 from lsa.imports import notebook_inputs
 from lsa.markers import FINISHED
+from lsa.preflight import data_files
 from lsa.runs import SHARED_RUNS, digest, runs_of
 
 PIPE = from_mapping(config)

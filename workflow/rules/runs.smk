@@ -4,6 +4,7 @@
 # changed configuration is a new run and a finished one is reused. Its inputs are the lsa modules
 # that determine its numbers (workflow/settings.yaml) and the folders of the runs it reads; its
 # resources (threads, host memory, GPUs, runtime, SLURM partition) come from the same file.
+# The data files it reads are inputs too (lsa.preflight.data_files).
 
 for _run in RUNS:
     _resources = SETTINGS.run_job(PROFILE, _run)
@@ -15,6 +16,9 @@ for _run in RUNS:
             modules(SETTINGS.modules_of(_run.kind)),
             config=ancient(run_config(_run)),
             needs=[run_output(need) for need in _run.needs],
+            # the benchmark files the job reads (LongBench-E, BABILong's prompts.py): a
+            # missing one stops Snakemake when it builds the DAG (python -m lsa fetch ...)
+            data=data_files(PIPE, _run.kind),
         output:
             run_output(_run),
         params:
