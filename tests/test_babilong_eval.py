@@ -219,7 +219,8 @@ def test_cli_refuses_evaluation_in_the_train_design(capsys):
 
 
 @pytest.mark.parametrize("profile", ["gpu-small", "paper", "mini"])
-def test_dry_run_lists_the_jobs_of_the_profile_design(profile, out_root):
+def test_dry_run_lists_the_jobs_of_the_profile_design(profile, out_root, gpu_data):
+    """(``gpu_data``: the benchmark files the GPU profiles' jobs declare as inputs.)"""
     out = run([tool("snakemake"), "-n", "--forceall", "--config", f"profile={profile}"])
     assert out.returncode == 0, out.stderr + out.stdout
     pipe = load_config(profile=profile)
