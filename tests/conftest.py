@@ -24,6 +24,29 @@ def tool(name: str) -> str:
     return str(path) if path.exists() else (shutil.which(name) or name)
 
 
+#: a Python script that builds the workflow's DAG for the profile in sys.argv[1] through
+#: Snakemake's API (``wf``: the workflow) and then runs ``print_rules``, a line that prints
+#: what a test reads of the rules (``workflow_script``)
+_WORKFLOW_SCRIPT = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+with SnakemakeApi(OutputSettings()) as api:
+    wapi = api.workflow(resource_settings=ResourceSettings(),
+                        config_settings=ConfigSettings(config={"profile": sys.argv[1]}),
+                        snakefile=Path("Snakefile"), workdir=Path("."))
+    wapi.dag()
+    wf = wapi._workflow
+    %s
+"""
+
+
+def workflow_script(print_rules: str) -> str:
+    """``_WORKFLOW_SCRIPT`` ending with ``print_rules`` (one line of Python, ``wf`` in scope)."""
+    return _WORKFLOW_SCRIPT % print_rules
+
+
 def run(cmd, **kw):
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            **kw.pop("env", {})}

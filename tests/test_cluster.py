@@ -20,7 +20,7 @@ from lsa.config import OptimConfig, load_config
 from lsa.pipeline import planned_resources, rule_name, workflow_settings
 from lsa.runs import runs_of
 
-from conftest import ROOT, run, tool
+from conftest import ROOT, run, tool, workflow_script
 
 HAS_SLURM_PLUGIN = importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None
 LSA_PROFILES = ["smoke", "gpu-small", "paper"]
@@ -99,20 +99,9 @@ def test_slurm_profile_sends_gpu_jobs_to_the_gpu_partition(profile, out_root, gp
             assert int(got["mem_mb"]) >= 48000 and int(got["runtime"]) >= 60
 
 
-API_SCRIPT = """
-import json, sys
-from pathlib import Path
-from snakemake.api import SnakemakeApi
-from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
-with SnakemakeApi(OutputSettings()) as api:
-    wapi = api.workflow(resource_settings=ResourceSettings(),
-                        config_settings=ConfigSettings(config={"profile": sys.argv[1]}),
-                        snakefile=Path("Snakefile"), workdir=Path("."))
-    wapi.dag()
-    wf = wapi._workflow
-    # the local executor runs every rule locally (is_local): read the localrules themselves
-    print("LOCAL=" + json.dumps(sorted(r.name for r in wf.rules if r.name in wf._localrules)))
-"""
+# the local executor runs every rule locally (is_local): read the localrules themselves
+API_SCRIPT = workflow_script('print("LOCAL=" + json.dumps(sorted(r.name for r in wf.rules '
+                             'if r.name in wf._localrules)))')
 
 
 @pytest.mark.parametrize("profile", ["smoke", "mini-full"])

@@ -12,7 +12,7 @@ from lsa.config import PROFILES, load_config
 from lsa.pipeline import resolved_file, workflow_settings, write_resolved
 from lsa.runs import ablation_specs, runs_of
 
-from conftest import ROOT, run, tool
+from conftest import ROOT, run, tool, workflow_script
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -227,19 +227,8 @@ def test_bad_workflow_settings_fail_with_a_clear_message(tmp_path):
         workflow_settings(path)
 
 
-RULES_SCRIPT = """
-import json, sys
-from pathlib import Path
-from snakemake.api import SnakemakeApi
-from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
-with SnakemakeApi(OutputSettings()) as api:
-    wapi = api.workflow(resource_settings=ResourceSettings(),
-                        config_settings=ConfigSettings(config={"profile": sys.argv[1]}),
-                        snakefile=Path("Snakefile"), workdir=Path("."))
-    wapi.dag()
-    print("RULES=" + json.dumps({r.name: [r._restart_times, r.shellcmd] for r in
-                                 wapi._workflow.rules}))
-"""
+RULES_SCRIPT = workflow_script('print("RULES=" + json.dumps({r.name: [r._restart_times, '
+                               'r.shellcmd] for r in wf.rules}))')
 
 
 def test_a_section_notebook_has_timeouts_and_one_retry(out_root):
