@@ -115,9 +115,12 @@ def test_a_notebook_run_alone_reads_the_last_finished_profile(out_root, capsys):
 def test_the_pipeline_command_records_the_profile_it_finished(out_root, monkeypatch, status,
                                                               extra, marked):
     import lsa.launch
+    import lsa.preflight
     from lsa.__main__ import main
 
     monkeypatch.setattr(lsa.launch, "run_pipeline", lambda *a, **k: status)
+    # this machine has no GPU: the pre-flight's stop is tests/test_preflight.py's
+    monkeypatch.setattr(lsa.preflight, "preflight", lambda *a, **k: lsa.preflight.Report())
     assert main(["pipeline", "--profile", "gpu-small", "--", *extra]) == status
     assert paths.last_profile() == ("gpu-small" if marked else None)
 
