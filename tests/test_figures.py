@@ -254,7 +254,7 @@ def test_one_colour_means_one_loss_in_every_panel_of_table_6(out_root, monkeypat
     plots.plt.close("all")
 
 
-def test_the_alpha_sweep_uses_a_log_axis_where_perplexity_spans_decades():
+def test_the_alpha_sweep_uses_a_log_axis_where_perplexity_spans_decades(out_root):
     """Section 5.3's alpha sweep: a perplexity that grows a hundredfold with alpha is drawn on a
     log axis, so the small alphas (where the paper's claim lives) stay apart."""
     from lsa.sections.ablations import figures as ab_figures
