@@ -7,7 +7,8 @@ Every reference value carries the grade of ``docs/paper.md``:
 - ``?``: not stated by the paper; the direction tested is the project's reading.
 
 A section computes its claims from its own metrics (``Claim`` records, verdict included) and
-stores them in its ``metrics.json``; the replication report only gathers them. No value here is
+stores them in its ``metrics.json``; the replication report only gathers them
+(``lsa.runtable.read_sections``). No value here is
 ever used to tune a run.
 """
 
@@ -15,10 +16,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-from lsa.files import read_json
 from lsa.stats import CONTROL_OUTCOMES, NOT_RUN, PAPER_VERDICTS, PREMISE_NOT_MET, Verdict
 
 # ``Verdict`` (every word a claim's verdict can be) is defined beside the words in ``lsa.stats``;
@@ -199,12 +198,3 @@ def counts_sentence(counts: dict[str, int], controls: dict[str, int]) -> str:
         text += (f"; **{sum(controls.values())} of the project's controls and audits** (not "
                  "verdicts on the paper): " + ", ".join(f"{n} {v}" for v, n in controls.items()))
     return text
-
-
-def collect_claims(metrics_files: list[Path]) -> list[dict[str, Any]]:
-    """All claims stored in the given sections' metrics files, in order."""
-
-    out: list[dict[str, Any]] = []
-    for path in metrics_files:
-        out.extend(read_json(path).get("claims", []))
-    return out
