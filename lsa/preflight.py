@@ -12,7 +12,9 @@ lsa plan`` prints it).
   weights instead, and the check says so (``job_notes`` again in the job's log).
 - **Data**: every file a job will read: the books (local, or the hub dataset), LongBench-E's
   ``*_e.jsonl`` files and tables, BABILong's ``prompts.py`` (parsed, its tasks present); each
-  missing one is named with the command that fetches it (``python -m lsa fetch``).
+  missing one is named with the command that fetches it (``python -m lsa fetch``); the
+  packages LongBench-E's metrics import (``rouge``, ``rapidfuzz``; without them the job
+  generates, then stops at its first summary dataset's score, as the GPU check found).
 - **Hub**: each hub model (the base model, the population's) is reachable with the user's
   token (``huggingface_hub.auth_check``): a gated one names its licence page and the login
   command; with ``HF_HUB_OFFLINE=1`` it must be in the hub's cache (``HF_HOME``) instead.
@@ -201,7 +203,14 @@ def check_data(pipe: PipelineConfig, env=None, hub: bool = True) -> list[str]:
         import importlib.util
         if importlib.util.find_spec("datasets") is None:
             problems.append("books: the hub dataset needs `datasets` (pip install datasets)")
-    missing = [p for p in longbench_files(pipe) if not p.is_file()]
+    lb_files = longbench_files(pipe)
+    missing = [p for p in lb_files if not p.is_file()]
+    if lb_files:
+        from lsa.evaluate.longbench import missing_metric_packages
+
+        if packages := missing_metric_packages(pipe.longbench.datasets):
+            problems.append(f"LongBench-E: the metrics need {', '.join(packages)}: pip install "
+                            "'lsa[longbench]' (or make install)")
     if missing:
         problems.append(f"LongBench-E: {len(missing)} file{'s' if len(missing) > 1 else ''} "
                         f"missing in {missing[0].parent} ("

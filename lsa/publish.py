@@ -280,4 +280,8 @@ def results_index(root: Path) -> str:
                 "- figures: " + ", ".join(
                     f"[{png.stem}]({name}/figures/{png.name})"
                     for png in sorted((snapshot / "figures").glob("*.png"))), ""]
+    if (root / "gpu_check" / "README.md").exists():
+        out += ["## The GPU check", "",
+                "[`gpu_check/`](gpu_check/README.md): `scripts/gpu_check.sh` on a lent GPU, "
+                "its JSON records and what they measured (not a profile's results).", ""]
     return "\n".join(out)

@@ -207,8 +207,13 @@ def job_kinds(out: Path, profile: str = "gpu-small", steps: int = 1) -> dict[str
     from lsa.jobs import run_job
     from lsa.runs import runs_of
 
+    import shutil
+
     out = Path(out)
-    os.environ["LSA_OUTPUT_ROOT"] = str(out / "outputs")  # never the repository's results/
+    # never the repository's results/; emptied first, or a second check on the same machine
+    # would find its jobs finished and time nothing
+    shutil.rmtree(out / "outputs", ignore_errors=True)
+    os.environ["LSA_OUTPUT_ROOT"] = str(out / "outputs")
     pipe = load_config(profile=profile, overrides=check_overrides(profile, steps))
     report: dict[str, Any] = {"steps": steps, "profile": profile}
     missing = preflight.check_data(pipe, hub=False)

@@ -148,6 +148,25 @@ def test_a_bad_prompts_file_is_named(cpu_only, gpu_data):
     assert "DEFAULT_TEMPLATE" in problems[0]
 
 
+def test_missing_longbench_metric_packages_stop_before_any_job(cpu_only, gpu_data, monkeypatch):
+    """The GPU check of 2026-12-04 found it: without `rouge` the LongBench-E job generated,
+    then failed at its first summary dataset's score."""
+    import importlib.util
+
+    from lsa.evaluate import longbench
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("rouge", "rapidfuzz") else real(name, *a))
+    pipe = load_config(profile="gpu-small")
+    assert longbench.missing_metric_packages(["qasper", "trec"]) == []  # no package needed
+    assert longbench.missing_metric_packages(["lcc", "samsum"]) == ["rapidfuzz", "rouge"]
+    problems = preflight.check_data(pipe)
+    assert problems == ["LongBench-E: the metrics need rapidfuzz, rouge: pip install "
+                        "'lsa[longbench]' (or make install)"]
+    assert preflight.check_data(load_config(profile="mini")) == []  # no LongBench-E jobs
+
+
 def test_a_job_that_does_not_fit_its_gpu_stops_the_pipeline(cpu_only, gpu_data, monkeypatch):
     from lsa.pipeline import workflow_settings
 

@@ -42,6 +42,7 @@ LongBench-format files) and notebook 03's Tables 2-3 layout.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import re
 import string
@@ -145,6 +146,17 @@ METRICS: dict[str, Callable[..., float]] = {
     "passage_count": count_score, "passage_retrieval_en": retrieval_score,
     "lcc": code_sim_score, "repobench-p": code_sim_score,
 }
+
+#: the optional packages (group ``longbench``) each metric imports when it first scores
+METRIC_PACKAGES: dict[Callable[..., float], str] = {rouge_score: "rouge",
+                                                     code_sim_score: "rapidfuzz"}
+
+
+def missing_metric_packages(datasets) -> list[str]:
+    """The packages the metrics of ``datasets`` need that are not installed here (checked
+    before any job: without them the first summary or code dataset fails after generation)."""
+    needed = {METRIC_PACKAGES[METRICS[d]] for d in datasets if METRICS.get(d) in METRIC_PACKAGES}
+    return sorted(n for n in needed if importlib.util.find_spec(n) is None)
 
 
 def sample_score(dataset: str, prediction: str, answers: list[str],
