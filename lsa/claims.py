@@ -3,7 +3,8 @@
 Every reference value carries the grade of ``docs/paper.md``:
 
 - ``A``: the authors' own words (paper text, table image, rebuttal);
-- ``B``: a third-party summary, plausible but unchecked;
+- ``B``: a third-party summary, plausible but unchecked (the seeds summary too, an
+  AI-extracted page whose own notice says its numbers can be wrong: a value only it gives);
 - ``?``: not stated by the paper; the direction tested is the project's reading.
 
 A section computes its claims from its own metrics (``Claim`` records, verdict included) and
@@ -18,7 +19,18 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from lsa.stats import CONTROL_OUTCOMES, NOT_RUN, PAPER_VERDICTS, PREMISE_NOT_MET, Verdict
+from lsa.stats import (
+    CONTROL_OUTCOMES,
+    EDGE,
+    EXCLUDES_ZERO,
+    NOT_RUN,
+    PAPER_VERDICTS,
+    PREMISE_NOT_MET,
+    Verdict,
+    edge_distance,
+    interval_p,
+    resolve_verdict,
+)
 
 # ``Verdict`` (every word a claim's verdict can be) is defined beside the words in ``lsa.stats``;
 # ``lsa.claims.Verdict`` stays for the callers that import it from here
@@ -34,6 +46,9 @@ class Reference:
     value: Any
     grade: Grade
     source: str
+    #: another source's value for the same quantity, where two disagree: the claim is judged
+    #: against both and says so
+    other: Any = None
 
 
 # Values are the paper's; keys are "<table or section>/<setting>/<quantity>".
@@ -46,7 +61,7 @@ PAPER: dict[str, Reference] = {
     "sec3/mean_uniform/generalizes": Reference(True, "A", "rebuttal: uniform #ones variant"),
     "sec3/sum/generalizes": Reference(False, "?", "appendix (rebuttal); direction inferred"),
     # Section 4.1, Table 1
-    "table1/pearson_misalign": Reference(-0.85, "A", "Table 1, seeds summary"),
+    "table1/pearson_misalign": Reference(-0.85, "B", "Table 1 as the seeds summary quotes it"),
     "table1/pearson_train_loss": Reference(-0.55, "A", "Table 1 (a third-party note: |r| = 0.62)"),
     # Tables 2-3: LongBench-E and perplexity, Llama-2-7B, 200 steps
     "table2/clex_redpajama/ce/longbench": Reference(24.7, "A", "Table 2"),
@@ -73,8 +88,10 @@ PAPER: dict[str, Reference] = {
     "table4/alpha0.3/longbench": Reference(27.1, "B", "alpha sweep, CLEX"),
     "table4/alpha0.5/longbench": Reference(24.7, "B", "alpha sweep, CLEX"),
     "table4/alpha1.0/longbench": Reference(19.9, "B", "alpha sweep, CLEX"),
-    "table4/alpha1.0/ppl": Reference(16.21, "A", "seeds summary (a third-party note: 12.92)"),
-    "table5/lextra_setting4/longbench": Reference(18.2, "A", "seeds summary (third party: 19.1)"),
+    "table4/alpha1.0/ppl": Reference(16.21, "B", "seeds summary (a third-party note: 12.92)",
+                                     other=12.92),
+    "table5/lextra_setting4/longbench": Reference(18.2, "B", "seeds summary (third party: 19.1)",
+                                                  other=19.1),
     "table5/lextra_setting1/longbench": Reference(25.8, "B", "third-party note"),
     "sec5.3/compute": Reference("yes: 47/95/190 regularized vs 50/100/200 baseline steps",
                                 "A", "rebuttal: equal compute"),
@@ -122,9 +139,30 @@ class Claim:
     kind: Kind = "paper"
     #: the fine-tuning method the claim is about ("" where none): its premise is its own G3
     method: str = ""
+    #: a claim judged on an interval (``judged``): its 95 % interval, the paper's effect it is
+    #: held against (signed; NaN: the paper gives no size), the distance of its verdict to
+    #: the nearest boundary in half-widths (``lsa.stats.edge_distance``) and the p-value of 0
+    #: the interval implies (``lsa.stats.interval_p``); NaN where the claim has no interval
+    low: float = math.nan
+    high: float = math.nan
+    effect: float = math.nan
+    edge: float = math.nan
+    p: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def judged(low: float, high: float, paper_sign: int, effect: float | None = None,
+           n: int | None = None) -> dict[str, Any]:
+    """A claim's verdict (``lsa.stats.resolve_verdict``) with the numbers it rests on, as
+    ``Claim`` keywords: ``Claim(..., **judged(low, high, -1, effect, n))``."""
+    size = effect is not None and math.isfinite(effect) and effect != 0
+    return {"verdict": resolve_verdict(low, high, paper_sign, effect, n),
+            "low": float(low), "high": float(high),
+            "effect": paper_sign * abs(effect) if size else math.nan,
+            "edge": edge_distance(low, high, paper_sign, effect if size else None),
+            "p": interval_p(low, high, n) if n != 0 else math.nan}
 
 
 def fmt(value: float, digits: int = 3) -> str:
@@ -136,11 +174,75 @@ def fmt(value: float, digits: int = 3) -> str:
 def claims_table(claims: list[dict[str, Any]]):
     import pandas as pd
 
-    cols = ["id", "section", "kind", "method", "claim", "paper", "grade", "ours", "verdict",
-            "evidence"]
-    table = pd.DataFrame(claims, columns=cols)
+    table = pd.DataFrame(claims, columns=COLUMNS)
     table["kind"] = table["kind"].fillna("paper")
     table["method"] = table["method"].astype(object).fillna("")
+    return table
+
+
+#: a claims table's columns (``claims.csv``): the record's fields, then ``p_holm``
+#: (``with_holm``, over every section's claims: the report's table)
+COLUMNS = ["id", "section", "kind", "method", "claim", "paper", "grade", "ours", "verdict",
+           "evidence", "low", "high", "effect", "edge", "p", "p_holm"]
+#: the family level of Holm's correction
+ALPHA = 0.05
+
+
+def holm_family(table):
+    """The rows Holm's correction is taken over: the paper's claims judged on an interval
+    (a finite ``p``; neither "premise not met" nor "not run")."""
+    return (table["kind"] == "paper") & table["p"].notna() \
+        & ~table["verdict"].isin([PREMISE_NOT_MET, NOT_RUN])
+
+
+def with_holm(table):
+    """``table`` with ``p_holm``: Holm's step-down adjustment (statsmodels ``multipletests``)
+    of the p-values of ``holm_family``, NaN elsewhere."""
+    from statsmodels.stats.multitest import multipletests
+
+    table = table.copy()
+    family = holm_family(table)
+    table["p_holm"] = math.nan
+    if family.any():
+        table.loc[family, "p_holm"] = multipletests(table.loc[family, "p"].astype(float),
+                                                    alpha=ALPHA, method="holm")[1]
+    return table
+
+
+def holm_sentence(table) -> str:
+    """The headline counts after Holm's correction: of the paper's verdicts that exclude 0,
+    how many stand at the family level, and which fall (a table without ``p_holm``: "")."""
+    if "p_holm" not in table or table["p_holm"].isna().all():
+        return ""
+    family = holm_family(table)
+    rows = table[family & table["verdict"].isin(EXCLUDES_ZERO)]
+    fall = rows[rows["p_holm"] >= ALPHA]
+    by_verdict = rows.assign(stands=rows["p_holm"] < ALPHA).groupby("verdict")["stands"]
+    parts = ", ".join(f"{int(v.sum())} of {len(v)} {k}" for k, v in by_verdict)
+    return (f"Holm's correction over the {int(family.sum())} claims of the paper judged on an "
+            f"interval (family-wise {ALPHA:.0%}): {len(rows) - len(fall)} of the {len(rows)} "
+            f"verdicts that exclude 0 stand ({parts or 'none'})"
+            + (f"; these fall: {', '.join(fall['id'])}" if len(fall) else ""))
+
+
+def display(table):
+    """A claims table as a reader sees it: the verdict marked "(edge)" where an interval end
+    lies within ``EDGE`` half-widths of its boundary, the p-values in words, the raw interval
+    columns (already in ``evidence``) left out."""
+    table = table.copy()
+    edge = table["edge"].astype(float) < EDGE
+    table["verdict"] = table["verdict"].where(~edge, table["verdict"] + " (edge)")
+
+    def p_words(value) -> str:
+        return "" if value is None or (isinstance(value, float) and math.isnan(value)) else \
+            "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+    table["p"] = table["p"].map(p_words)
+    holm = table["p_holm"].map(p_words)
+    table = table.drop(columns=["low", "high", "effect", "edge", "p_holm"]
+                       + ([] if table["p"].str.len().any() else ["p"]))
+    if holm.str.len().any():
+        table["p (Holm)"] = holm
     return table
 
 
@@ -150,8 +252,9 @@ KIND_TITLES = {"paper": "The paper's claims", "control": "The project's controls
 
 def by_kind(table) -> list[tuple[str, Any]]:
     """``[(heading, rows)]``: a claims table split by its ``kind`` column, the paper's claims
-    first (a kind without rows is left out), so that no table mixes the two."""
-    return [(title, table[table["kind"] == kind]) for kind, title in KIND_TITLES.items()
+    first (a kind without rows is left out), so that no table mixes the two; each as a reader
+    sees it (``display``)."""
+    return [(title, display(table[table["kind"] == kind])) for kind, title in KIND_TITLES.items()
             if (table["kind"] == kind).any()]
 
 

@@ -183,6 +183,7 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
         by_kind,
         claims_table,
         counts_sentence,
+        holm_sentence,
         verdict_counts,
         verdicts_by_method,
     )
@@ -205,6 +206,8 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
         out += [table.drop(columns="detail").to_markdown(index=False), "",
                 *[f"- **{g}**: {d}" for g, d in zip(table["gate"], table["detail"])], ""]
     out += ["## Counts", "", counts_sentence(*verdict_counts(claims))]
+    if holm := holm_sentence(claims):
+        out += ["", holm + "."]
     by_method = verdicts_by_method(claims)
     if len(by_method):
         out += ["", "The paper's claims about each fine-tuning method, by verdict (each rests on "

@@ -87,9 +87,12 @@ def paired_interval(changed, baseline, confidence: float = 0.95) -> PairedInterv
 #: every word a verdict can be, the one type of ``lsa.claims.Claim.verdict`` and of what the
 #: rules below return: ``PAPER_VERDICTS`` and ``CONTROL_OUTCOMES``, then "not run" and
 #: "premise not met" (a test holds the word lists and this type together)
-Verdict = Literal["agrees", "disagrees", "smaller than the paper's effect", "underpowered",
-                  "inconclusive", "helps", "hurts", "unclear", "lowers", "raises", "passes",
-                  "fails", "not run", "premise not met"]
+Verdict = Literal["agrees", "agrees in direction, smaller than the paper's effect",
+                  "agrees, larger than the paper's effect",
+                  "agrees in direction; the paper gives no size", "disagrees",
+                  "smaller than the paper's effect", "underpowered", "inconclusive",
+                  "helps", "hurts", "unclear", "lowers", "raises", "passes", "fails",
+                  "not run", "premise not met"]
 
 #: the verdict of a claim whose runs a profile does not make
 NOT_RUN: Final = "not run"
@@ -109,14 +112,27 @@ def sign_verdict(low: float, high: float, paper_sign: int, n: int | None = None)
     return "agrees" if (low > 0) == (paper_sign > 0) else "disagrees"
 
 
-#: what a verdict on a paper claim can say once an interval is measured: the sign verdicts,
-#: and for an interval that holds 0 what it rules out
+#: what a verdict on a paper claim can say once an interval is measured (``resolve_verdict``):
+#: where it lies against 0 and against the paper's effect d, on both sides of each
+AGREES: Final = "agrees"
+AGREES_SMALLER: Final = "agrees in direction, smaller than the paper's effect"
+AGREES_LARGER: Final = "agrees, larger than the paper's effect"
+AGREES_NO_SIZE: Final = "agrees in direction; the paper gives no size"
+DISAGREES: Final = "disagrees"
 SMALLER: Final = "smaller than the paper's effect"
 UNDERPOWERED: Final = "underpowered"
 PREMISE_NOT_MET: Final = "premise not met"
 #: every verdict a paper claim can get from its numbers ("inconclusive": Section 3's majority
 #: of seeds, which has no interval); then "premise not met" or "not run"
-PAPER_VERDICTS: tuple[Verdict, ...] = ("agrees", "disagrees", SMALLER, UNDERPOWERED, "inconclusive")
+PAPER_VERDICTS: tuple[Verdict, ...] = (AGREES, AGREES_SMALLER, AGREES_LARGER, AGREES_NO_SIZE,
+                                       DISAGREES, SMALLER, UNDERPOWERED, "inconclusive")
+#: the verdicts whose interval excludes 0 (a test against 0 at 5 %, two-sided: the family
+#: Holm's correction is taken over, ``lsa.claims.with_holm``)
+EXCLUDES_ZERO: tuple[Verdict, ...] = (AGREES, AGREES_SMALLER, AGREES_LARGER, AGREES_NO_SIZE,
+                                      DISAGREES)
+#: an interval end closer than this many half-widths to a boundary (0 or d) marks its verdict
+#: "(edge)": a small shift of the data would move it
+EDGE: Final = 0.1
 #: the outcome words of the project's controls and audits: an effect that helps (lower is
 #: better for NLL and perplexity), a quantity that moves, an audit's pass; the third of each
 #: is the interval across 0 (or one seed)
@@ -152,42 +168,68 @@ def threshold_outcome(low: float, high: float, bar: float) -> Verdict:
     return AUDIT[0] if low > bar else AUDIT[1] if high < bar else AUDIT[2]
 
 
-def equivalence_p(diffs, margin: float) -> float:
-    """The p-value of statsmodels' paired TOST that the mean of the paired differences
-    ``diffs`` lies inside ``(-margin, +margin)`` (NaN with fewer than two)."""
-    from statsmodels.stats.weightstats import ttost_paired
-
-    diffs = np.asarray(diffs, dtype=float)
-    if diffs.size < 2 or not margin > 0:
-        return math.nan
-    if diffs.std(ddof=1) == 0.0:  # no spread: the mean is the whole answer
-        return 0.0 if abs(diffs.mean()) < margin else 1.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        p, _, _ = ttost_paired(diffs, np.zeros_like(diffs), -margin, margin)
-    return float(p)
-
-
 def resolve_verdict(low: float, high: float, paper_sign: int, effect: float | None,
-                    n: int | None = None, diffs=None, confidence: float = 0.95) -> Verdict:
-    """The verdict vocabulary of every section: ``agrees`` / ``disagrees`` where the interval
-    ``[low, high]`` excludes 0 (``sign_verdict``); where it holds 0, ``smaller than the paper's
-    effect`` when it lies wholly inside +-``effect`` (the paper's effect: an equivalence result,
-    which counts against the claim; with the paired values ``diffs``, statsmodels' TOST at
-    ``(1 - confidence) / 2`` decides, which is the same rule for a t interval), else
-    ``underpowered`` (also with no interval, or no paper effect to hold it against: its
-    half-width is then the resolution to report). ``not run`` when ``n`` is 0."""
-    verdict = sign_verdict(low, high, paper_sign, n)
-    if verdict != "inconclusive":
-        return verdict
-    if effect is None or not math.isfinite(effect) or effect == 0:
+                    n: int | None = None) -> Verdict:
+    """The verdict of a paper claim from the 95 % interval ``[low, high]`` of our effect, the
+    paper's direction ``paper_sign`` and its effect ``effect`` (d; its size is what counts, on
+    the paper's side), one rule for every section (``docs/methods.md``, "Verdicts"). With the
+    interval turned so that the paper's direction is positive, [L, H], and D = |d|:
+
+    - H < 0: *disagrees* (excludes 0 on the other side);
+    - L > 0 and L <= D <= H: *agrees*; H < D: *agrees in direction, smaller than the paper's
+      effect*; L > D: *agrees, larger than the paper's effect*; no d: *agrees in direction;
+      the paper gives no size*;
+    - L <= 0 <= H, H < D: *smaller than the paper's effect* (a one-sided exclusion of d at
+      97.5 %: a minimum-effect test); H >= D or no d: *underpowered* (its half-width is then
+      what the interval resolves, ``resolution_text``).
+
+    No finite interval, or fewer than two paired values (``n``): *underpowered*; ``n`` = 0:
+    *not run*."""
+    if paper_sign not in (-1, 1):
+        raise ValueError(f"paper_sign = {paper_sign}: must be -1 or +1")
+    if n == 0:
+        return NOT_RUN
+    if (n is not None and n < 2) or not (math.isfinite(low) and math.isfinite(high)):
         return UNDERPOWERED
-    margin = abs(effect)
-    if diffs is not None and len(diffs) >= 2:
-        inside = equivalence_p(diffs, margin) < (1 - confidence) / 2
-    else:
-        inside = math.isfinite(low) and math.isfinite(high) and -margin < low and high < margin
-    return SMALLER if inside else UNDERPOWERED
+    lo, hi = sorted((paper_sign * low, paper_sign * high))
+    size = abs(effect) if effect is not None and math.isfinite(effect) and effect != 0 else None
+    if hi < 0:
+        return DISAGREES
+    if lo > 0:
+        if size is None:
+            return AGREES_NO_SIZE
+        return AGREES if lo <= size <= hi else AGREES_SMALLER if hi < size else AGREES_LARGER
+    return SMALLER if size is not None and hi < size else UNDERPOWERED
+
+
+def edge_distance(low: float, high: float, paper_sign: int, effect: float | None) -> float:
+    """How near the verdict's decision lies: the distance from the interval end nearest to a
+    boundary (0, and the paper's effect d on the paper's side) to that boundary, in
+    half-widths of the interval (NaN without one). Below ``EDGE``, a verdict reads "(edge)"."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return math.nan
+    bounds = [0.0]
+    if effect is not None and math.isfinite(effect) and effect != 0:
+        bounds.append(paper_sign * abs(effect))
+    half = (high - low) / 2
+    return min(abs(end - b) for end in (low, high) for b in bounds) / half
+
+
+def interval_p(low: float, high: float, n: int | None = None) -> float:
+    """The two-sided p-value of 0 that the 95 % interval ``[low, high]`` implies: its centre
+    over the standard error read off its half-width, Student t with ``n - 1`` degrees of
+    freedom for a seed interval of ``n`` values, normal otherwise (a bootstrap interval: an
+    approximation where it is skewed). NaN without an interval."""
+    from scipy import stats
+
+    if not (math.isfinite(low) and math.isfinite(high)) or high < low or \
+            (n is not None and n < 2):
+        return math.nan
+    centre, half = (low + high) / 2, (high - low) / 2
+    if half == 0:
+        return 0.0 if centre != 0 else 1.0
+    dist = stats.t(df=n - 1) if n is not None else stats.norm()
+    return float(2 * dist.sf(abs(centre) / (half / dist.ppf(0.975))))
 
 
 def resolution_text(low: float, high: float, effect: float | None, unit: str = "") -> str:

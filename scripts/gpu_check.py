@@ -201,13 +201,12 @@ def job_kinds(out: Path, profile: str = "gpu-small", steps: int = 1) -> dict[str
     """One job of each kind of ``profile`` (see the module's docstring) into ``out``; per job
     its wall time, peak GPU memory and the plan's estimate; the pre-flight's findings first."""
     import os
+    import shutil
 
     from lsa import plan, preflight
     from lsa.config import load_config
     from lsa.jobs import run_job
     from lsa.runs import runs_of
-
-    import shutil
 
     out = Path(out)
     # never the repository's results/; emptied first, or a second check on the same machine

@@ -230,7 +230,7 @@ def test_one_claim_per_comparison_the_papers_direction_and_the_controls_apart():
     by = {c.claim: c for c in out.claims}
     # SCE 0.1 against CE-only: the paper's claim, "lower"; SCE 1: the paper's "higher" (Table 4)
     low = by["CE + 0.1 x SCE lowers the longest-window NLL (pi)"]
-    assert low.kind == "paper" and low.verdict == "agrees"
+    assert low.kind == "paper" and low.verdict == "agrees in direction; the paper gives no size"
     high = by["CE + 1 x SCE raises the longest-window NLL (pi)"]
     assert high.kind == "paper" and high.verdict == "disagrees"  # it lowered it here
     # no paper direction at 0.3, none for Jeffreys, none against the same-cost control
@@ -318,7 +318,7 @@ def test_a_comparison_section_5_claims_is_a_control_here():
     again = {c.id: c for c in shared.claims}
     assert [c.id for c in alone.claims] == list(again)  # the ids do not move
     low = next(c for c in alone.claims if c.claim.startswith("CE + 0.1 x SCE lowers"))
-    assert kinds[low.id] == ("paper", "agrees")
+    assert kinds[low.id] == ("paper", "agrees in direction; the paper gives no size")
     assert again[low.id].kind == "control" and again[low.id].verdict == "helps"
     assert "Section 5" in again[low.id].claim and "counted there" in again[low.id].evidence
     # SCE 1 is Table 4's claim (no Section 5 run at alpha 1): still the paper's

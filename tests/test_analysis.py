@@ -50,12 +50,15 @@ def test_extension_claims_set_the_paper_beside_ours():
                ("yarn", 0.0, 1): 100.0, ("yarn", 0.1, 1): 121.0})
     claims = {c["claim"]: c for c in ft_claims.extension_claims(df)}
     clex = claims["CE + 0.1 misalign lowers long-window perplexity (clex)"]
-    assert clex["verdict"] == "agrees" and "6.12 -> 5.88" in clex["paper"]
+    # 10 % lower perplexity: beyond the paper's 0.04 nats
+    assert clex["verdict"] == "agrees, larger than the paper's effect"
+    assert "6.12 -> 5.88" in clex["paper"]
     assert clex["grade"] == "A"
     yarn = claims["CE + 0.1 misalign lowers long-window perplexity (yarn)"]
     assert yarn["verdict"] == "disagrees" and yarn["grade"] == "?"
     growth = claims["The regularizer flattens the growth of perplexity with length (clex)"]
-    assert growth["verdict"] == "agrees" and "-> 1.090" in growth["ours"]
+    assert growth["verdict"] == "agrees in direction; the paper gives no size"  # ours
+    assert "-> 1.090" in growth["ours"]
     assert len({c["id"] for c in claims.values()}) == len(claims)  # ids are unique
     # verdicts on NLL: differences log(90/100) and log(90/101), t(1) = 12.706
     d = np.log([90 / 100, 90 / 101])

@@ -130,29 +130,54 @@ def test_equivalence_verdict():
     assert stats.equivalence_verdict(-2.0, 7.0, 5.0) == stats.UNDERPOWERED
 
 
-@pytest.mark.parametrize("low, high, effect, verdict", [
-    (-0.09, -0.01, 0.04, "agrees"),            # excludes 0 on the paper's side (lower)
-    (0.01, 0.09, 0.04, "disagrees"),
-    (-0.02, 0.03, 0.04, "smaller than the paper's effect"),  # inside +-0.04: rules it out
-    (-0.05, 0.03, 0.04, "underpowered"),       # spans 0 and reaches past the paper's effect
-    (-0.02, 0.03, None, "underpowered"),       # no paper effect to hold it against
+@pytest.mark.parametrize("low, high, sign, effect, verdict", [
+    # lower is the paper's direction (sign -1), its effect 0.04
+    (-0.09, -0.01, -1, 0.04, stats.AGREES),            # excludes 0, holds the paper's effect
+    (-0.03, -0.01, -1, 0.04, stats.AGREES_SMALLER),    # excludes both, between them
+    (-0.20, -0.10, -1, 0.04, stats.AGREES_LARGER),     # beyond the paper's effect
+    (-0.09, -0.01, -1, None, stats.AGREES_NO_SIZE),    # the paper gives no size
+    (0.01, 0.09, -1, 0.04, stats.DISAGREES),           # excludes 0 on the other side
+    (-0.02, 0.03, -1, 0.04, stats.SMALLER),            # holds 0, excludes the paper's effect
+    (-0.05, 0.03, -1, 0.04, stats.UNDERPOWERED),       # holds both
+    (-0.02, 0.03, -1, None, stats.UNDERPOWERED),       # holds 0, no effect to hold it against
+    (-0.04, -0.01, -1, -0.04, stats.AGREES),           # the effect's sign is the paper's side
+    # the three cases of issue 45, as the snapshots had them
+    (-0.75, -0.02, -1, -0.85, stats.AGREES_SMALLER),   # T1.1 mini-full: excludes -0.85
+    (-12.5, 6.2, +1, 8.0, stats.SMALLER),              # BABILong depth 50 %: one-sided
+    (-15.0, 0.0, +1, 5.0, stats.SMALLER),              # BABILong depth 75 %
+    (-0.00006, 0.125, -1, -0.017, stats.SMALLER),      # mini S5.2: rules the paper out
 ])
-def test_resolve_verdict_says_what_an_interval_rules_out(low, high, effect, verdict):
-    assert stats.resolve_verdict(low, high, -1, effect, n=3) == verdict
+def test_every_cell_of_the_verdict_rule(low, high, sign, effect, verdict):
+    assert stats.resolve_verdict(low, high, sign, effect, n=3) == verdict
 
 
-def test_tost_and_the_interval_rule_agree():
-    """statsmodels' paired TOST at 2.5 % per side is the 95 % t interval lying inside the
-    margin: the two rules give the same verdict on every draw."""
-    rng = np.random.default_rng(0)
-    for _ in range(200):
-        diffs = rng.normal(rng.uniform(-0.03, 0.03), rng.uniform(0.001, 0.03), size=4)
-        ci = stats.paired_interval(diffs, np.zeros(4))
-        by_tost = stats.resolve_verdict(ci.low, ci.high, -1, 0.04, ci.n, diffs)
-        by_interval = stats.resolve_verdict(ci.low, ci.high, -1, 0.04, ci.n)
-        assert by_tost == by_interval
+def test_no_interval_says_so():
+    assert stats.resolve_verdict(-0.1, -0.01, -1, 0.04, n=1) == stats.UNDERPOWERED  # one seed
+    assert stats.resolve_verdict(math.nan, math.nan, -1, 0.04) == stats.UNDERPOWERED
+    assert stats.resolve_verdict(math.nan, math.nan, -1, 0.04, n=0) == stats.NOT_RUN
     assert stats.resolution_text(-0.02, 0.04, 0.017, " nats") == (
         "resolves +-0.03 nats (the paper's effect: 0.017 nats)")
+
+
+def test_edge_distance_by_hand():
+    # T1.1 of mini-full: the upper end lies 0.02 from 0, the half-width is 0.365
+    assert stats.edge_distance(-0.75, -0.02, -1, -0.85) == pytest.approx(0.02 / 0.365)
+    assert stats.edge_distance(-0.75, -0.02, -1, -0.85) < stats.EDGE
+    # the nearest boundary may be the paper's effect: [1, 3] against d = 3.1, half-width 1
+    assert stats.edge_distance(1.0, 3.0, +1, 3.1) == pytest.approx(0.1)
+    assert stats.edge_distance(1.0, 3.0, +1, None) == pytest.approx(1.0)  # 0 alone
+    assert math.isnan(stats.edge_distance(math.nan, 1.0, +1, None))
+
+
+def test_interval_p_inverts_the_interval():
+    from scipy import stats as sps
+
+    z, t2 = sps.norm.ppf(0.975), sps.t.ppf(0.975, df=2)
+    assert stats.interval_p(0.0, 2 * z) == pytest.approx(0.05)        # normal: ends at 0
+    assert stats.interval_p(0.0, 2 * t2, n=3) == pytest.approx(0.05)  # t, 2 df
+    assert stats.interval_p(-1.0, 1.0) == pytest.approx(1.0)
+    assert stats.interval_p(1.0, 3.0) < 0.05 < stats.interval_p(-0.1, 3.0)
+    assert math.isnan(stats.interval_p(1.0, 3.0, n=1))
 
 
 def test_seeds_for_halfwidth_by_hand():
@@ -189,8 +214,9 @@ def test_the_verdict_type_lists_exactly_the_words_the_rules_make():
     made |= {stats.threshold_outcome(lo, hi, 0.5) for lo, hi in ((1, 2), (-1, 0), (0, 1))}
     made |= {stats.audit_outcome(stats.sign_verdict(lo, hi, +1)) for lo, hi in ((1, 2), (-2, -1),
                                                                                  (-1, 1))}
-    made |= {stats.resolve_verdict(lo, hi, +1, 0.5) for lo, hi in ((1, 2), (-2, -1), (-0.1, 0.1),
-                                                                   (-1, 1))}
+    made |= {stats.resolve_verdict(lo, hi, +1, e) for lo, hi, e in (
+        (1, 2, 0.5), (0.1, 1, 0.5), (0.1, 0.2, 0.5), (0.1, 0.2, None), (-2, -1, 0.5),
+        (-0.1, 0.1, 0.5), (-1, 1, 0.5))}
     assert made == words - {"inconclusive", stats.PREMISE_NOT_MET}  # Section 3's, the gates'
     assert stats.majority_verdict(1, 2, True) == "inconclusive"
 
@@ -207,3 +233,42 @@ def test_point_values_are_the_intervals_own_estimates():
     comp = stats.compare_predictors(table, "a", "b", "s", n_resamples=50)
     assert stats.predictor_difference(table, "a", "b", "s") == comp.difference
     assert comp.difference == -(comp.r_better - comp.r_worse)
+
+
+def _claim(id, verdict, p, kind="paper", edge=0.5):
+    from lsa.claims import Claim
+
+    return Claim(id=id, section="s", claim=id, paper="-", grade="A", ours="-", verdict=verdict,
+                 kind=kind, low=-1.0, high=1.0, edge=edge, p=p).to_dict()
+
+
+def test_holm_by_hand_over_the_papers_interval_verdicts_only():
+    from lsa.claims import claims_table, holm_sentence, with_holm
+
+    table = with_holm(claims_table([
+        _claim("a", stats.AGREES, 0.01), _claim("b", stats.DISAGREES, 0.04),
+        _claim("c", stats.AGREES_NO_SIZE, 0.03), _claim("d", stats.SMALLER, math.nan),
+        _claim("e", stats.PREMISE_NOT_MET, 0.001), _claim("f", "helps", 0.001, kind="control")]))
+    # sorted 0.01, 0.03, 0.04: x3, x2, x1, then running maximum: 0.03, 0.06, 0.06
+    assert table.set_index("id")["p_holm"][["a", "c", "b"]].tolist() == pytest.approx(
+        [0.03, 0.06, 0.06])
+    assert table.set_index("id")["p_holm"][["d", "e", "f"]].isna().all()
+    text = holm_sentence(table)
+    assert "over the 3 claims of the paper judged on an interval" in text
+    assert "1 of the 3 verdicts that exclude 0 stand" in text
+    assert text.endswith("these fall: b, c")
+
+
+def test_judged_carries_the_numbers_and_display_marks_the_edge():
+    from lsa.claims import Claim, claims_table, display, judged
+
+    fields = judged(-0.75, -0.02, -1, -0.85)
+    assert fields["verdict"] == stats.AGREES_SMALLER and fields["effect"] == -0.85
+    assert fields["edge"] < stats.EDGE and fields["p"] < 0.05
+    assert math.isnan(judged(-0.1, -0.01, -1, None)["effect"])
+    row = Claim(id="T1.1", section="s", claim="c", paper="-", grade="A", ours="-",
+                **fields).to_dict()
+    shown = display(claims_table([row]))
+    assert shown["verdict"].iloc[0] == stats.AGREES_SMALLER + " (edge)"
+    assert "low" not in shown and "p (Holm)" not in shown
+    assert shown["p"].iloc[0] == "0.039"  # z = 0.385 / (0.365 / 1.96) = 2.07

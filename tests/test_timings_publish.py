@@ -164,7 +164,9 @@ def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_
     assert "## `pub`" in index and "**1 claims of the paper**" in index
     results = (dest / "RESULTS.md").read_text()
     assert re.search(r"\| G1 +\| q +\| 1 \[0\.8, 1\.2\] +\| >= 0\.5 +\| pass +\|", results)
-    assert ("**1 claims of the paper**: 1 agrees, 0 disagrees, 0 smaller than the paper's effect,"
+    assert ("**1 claims of the paper**: 1 agrees, 0 agrees in direction, smaller than the "
+            "paper's effect, 0 agrees, larger than the paper's effect, 0 agrees in direction; "
+            "the paper gives no size, 0 disagrees, 0 smaller than the paper's effect,"
             " 0 underpowered, 0 inconclusive, 0 premise not met, 0 not run; **2 of the project's"
             " controls and audits** (not verdicts on the paper):"
             " 2 helps") in results

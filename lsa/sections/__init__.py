@@ -83,10 +83,10 @@ class Result:
                 and f.metadata.get("saved", True)}
 
     def claims_markdown(self) -> str:
-        from lsa.claims import claims_table
+        from lsa.claims import claims_table, display
 
-        table = claims_table(self.claims)
-        return table.drop(columns=["section"]).to_markdown(index=False)
+        return display(claims_table(self.claims)).drop(columns=["section"]).to_markdown(
+            index=False)
 
 
 def with_premise(result: Result, found: list[Gate], required: list[str]) -> Result:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from lsa.claims import Claim, Grade, Kind, Verdict, fmt, paper
+from lsa.claims import Claim, Grade, Kind, fmt, judged, paper
 from lsa.config import AblationConfig
 from lsa.runtable import DIVERGENCE_LABELS
 from lsa.sections.ablations.tables import (
@@ -23,7 +23,7 @@ from lsa.sections.ablations.tables import (
     far_context_methods,
     l_extra_arms,
 )
-from lsa.stats import HELPS, MOVES, Outcomes, control_outcome, resolution_text, resolve_verdict
+from lsa.stats import HELPS, MOVES, Outcomes, control_outcome, resolution_text
 
 SECTION = "Sec. 5.3"
 
@@ -84,13 +84,13 @@ class Claims:
             return
         ppl = (effect_row(eff, method, setting, baseline, "ppl_" + column[4:])
                if column.startswith("nll_") else None)
-        verdict: Verdict = (resolve_verdict(row.low, row.high, sign, None, row.seeds)
-                            if kind == "paper" else control_outcome(row.low, row.high,
-                                                                    row.seeds, words))
+        verdict: dict[str, Any] = (
+            judged(row.low, row.high, sign, None, row.seeds) if kind == "paper" else
+            {"verdict": control_outcome(row.low, row.high, row.seeds, words)})
         if kind == "paper":
             evidence = f"{evidence}; {resolution_text(row.low, row.high, None)}".strip("; ")
         self.claims.append(Claim(id=id, section=SECTION, claim=claim, paper=paper, grade=grade,
-                                 ours=_effect_text(row, ppl), verdict=verdict,
+                                 ours=_effect_text(row, ppl), **verdict,
                                  evidence=f"{column}; {evidence}".strip("; "), kind=kind,
                                  method=method))
 
@@ -109,7 +109,8 @@ def sce_paper(alpha: float) -> tuple[str, Grade, int] | None:
         return "lower (Tables 2-3, alpha 0.1)", ref.grade, -1
     if math.isclose(alpha, 1.0):
         ref = paper("table4/alpha1.0/ppl")
-        return f"higher (Table 4: PPL 6.12 -> {ref.value} at alpha 1, CLEX)", ref.grade, +1
+        return (f"higher (Table 4: PPL 6.12 -> {ref.value} at alpha 1, CLEX; a third-party "
+                f"note: {ref.other}; higher against either, one verdict)", ref.grade, +1)
     return None
 
 
@@ -212,7 +213,9 @@ def l_extra_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
             if x == 4 and d == "sce" and math.isclose(a, 0.1):
                 out.add(eff, id=f"A3.{i}", claim=f"l_extra setting 4 (U[1, l]) is worse than "
                         f"setting 1 (U[1, l/2]) ({label}, {m})",
-                        paper=f"LongBench-E {base.value} -> {ref.value} (LongQLoRA)",
+                        paper=f"LongBench-E {base.value} -> {ref.value} (LongQLoRA; a "
+                              f"third-party note: {ref.other}; lower against either, one "
+                              "verdict)",
                         grade=ref.grade, method=m, setting=f"{label}, l_extra 4",
                         baseline=f"{m} {label}", column=column, sign=+1,
                         evidence="paired by seed")

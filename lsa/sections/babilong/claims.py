@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from lsa.claims import PAPER, Claim, Verdict, paper
+from lsa.claims import PAPER, Claim, judged, paper
 from lsa.sections.babilong.tables import (
     accuracy_table,
     babilong_design,
@@ -27,7 +27,7 @@ from lsa.sections.babilong.tables import (
     gate_rows,
     paired_accuracy,
 )
-from lsa.stats import equivalence_verdict, resolution_text, resolve_verdict, threshold_outcome
+from lsa.stats import equivalence_verdict, resolution_text, threshold_outcome
 
 # Table 6 of the paper (the CLEX model trained at 4K): its input lengths in tokens, keyed by
 # absolute length in the evaluate design (where the evaluated runs may train at 4K or 8K), and
@@ -119,7 +119,7 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
             id=f"S5.4.{ident}", section=section,
             claim=f"CE + {alpha:g} misalign raises BABILong accuracy at {at}", paper=text,
             grade=grade, ours=ours(row),
-            verdict=resolve_verdict(row["ci_low"], row["ci_high"], +1, effect),
+            **judged(row["ci_low"], row["ci_high"], +1, effect),
             evidence=f"{rule}; a verdict only when the {interval} excludes 0, else what it "
                      "rules out: "
                      f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}"))
@@ -136,15 +136,18 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
                 text, grade = f"{ce.value} -> {reg.value} ({effect:+d})", ce.grade
             else:
                 text, grade = "not in the paper's table", "?"
-            verdict: Verdict
-            if pct_depth == 0:
-                verdict = equivalence_verdict(row["ci_low"], row["ci_high"], 5.0)
-                what = "comparable at depth 0 % (early context not ignored)"
+            verdict: dict[str, Any]
+            if pct_depth == 0 or effect == 0:  # the paper: no loss (0 %), no change (25 %)
+                verdict = {"verdict": equivalence_verdict(row["ci_low"], row["ci_high"], 5.0),
+                           "low": row["ci_low"], "high": row["ci_high"]}
+                what = (f"comparable at depth {pct_depth} % "
+                        + ("(early context not ignored)" if pct_depth == 0 else
+                           "(the paper: no change)"))
                 rule = ("comparable = the interval within +-5 points; beyond them: disagrees; "
                         "across a margin: underpowered")
                 effect = 5.0
             else:
-                verdict = resolve_verdict(row["ci_low"], row["ci_high"], +1, effect)
+                verdict = judged(row["ci_low"], row["ci_high"], +1, effect)
                 what = f"better at depth {pct_depth} %"
                 rule = ("agrees = the interval above 0; across 0, held against the paper's "
                         "difference")
@@ -157,7 +160,7 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
             claims.append(Claim(
                 id=f"S5.4.{ident}depth{pct_depth}", section=section,
                 claim=f"QA1 with CE + {alpha:g} misalign: {what}", paper=text, grade=grade,
-                ours=ours(row), verdict=verdict,
+                ours=ours(row), **verdict,
                 evidence=f"{rule}; {interval}; "
                          f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}"))
     return [c.to_dict() for c in claims]

@@ -4,9 +4,9 @@ with the long-context score, the misalignment better), T1.4-T1.8 the project's a
 (controls, with outcome words); with the texts computed from the tables: the narrative of
 what the population says and whether the Jeffreys part varies beyond its sampling noise.
 
-A correlation agrees when its bootstrap interval excludes 0 on the paper's side; one whose
-interval holds 0 is "smaller than the paper's effect" when it lies inside +-|the paper's r|,
-else underpowered (``lsa.stats.resolve_verdict``). "Predicts better" is signed: the predictor
+A correlation's bootstrap interval is read against 0 and against the paper's r, on both
+sides of each (``lsa.stats.resolve_verdict``, through ``lsa.claims.judged``). "Predicts
+better" is signed: the predictor
 must point the paper's way (else disagrees), and the interval of the signed difference is held
 against the paper's difference of the two correlations.
 """
@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lsa.claims import Claim, Verdict, paper
+from lsa.claims import Claim, Verdict, judged, paper
 from lsa.sections.correlation.tables import comparison, pearson, pearson_rows
 from lsa.stats import (
+    EXCLUDES_ZERO,
     UNDERPOWERED,
     audit_outcome,
     p_text,
@@ -128,7 +129,7 @@ def table1_claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
             claim="The misalignment correlates negatively with the long-context score",
             paper=f"r = {mis.value} (7 models, LongBench-E)", grade=mis.grade,
             ours=_corr_text(row, n_permutations),
-            verdict=resolve_verdict(row["low"], row["high"], -1, mis.value),
+            **judged(row["low"], row["high"], -1, mis.value),
             evidence=f"score: {label}; 95 % bootstrap interval over units; "
                      + resolution_text(row["low"], row["high"], mis.value)))
     if "train_loss" in pear.index:
@@ -137,7 +138,7 @@ def table1_claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
             id="T1.2", section="Sec. 4.1",
             claim="The training loss correlates negatively with the score",
             paper=f"r = {ce.value}", grade=ce.grade, ours=_corr_text(row, n_permutations),
-            verdict=resolve_verdict(row["low"], row["high"], -1, ce.value),
+            **judged(row["low"], row["high"], -1, ce.value),
             evidence="training loss = CE at l_train on the training books; "
                      + resolution_text(row["low"], row["high"], ce.value)))
 
@@ -153,7 +154,8 @@ def table1_claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
                 return "disagrees", text
         verdict = (resolve_verdict(c["low"], c["high"], +1, effect) if effect is not None
                    else sign_verdict(c["low"], c["high"], +1))
-        if verdict == "agrees" and not c["right_sign"]:  # no credit for a wrong sign's size
+        if verdict in EXCLUDES_ZERO and verdict != "disagrees" and not c["right_sign"]:
+            # no credit for a wrong sign's size
             verdict = UNDERPOWERED if effect is not None else "inconclusive"
         return verdict, text
 
@@ -164,7 +166,8 @@ def table1_claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
         out.append(Claim(
             id="T1.3", section="Sec. 4.1",
             claim="The misalignment predicts the score better than the training loss",
-            paper=f"r {mis.value} vs {ce.value}", grade=mis.grade, ours=text, verdict=verdict,
+            paper=f"r {mis.value} vs {ce.value}", grade=mis.grade, ours=text,
+            **{**judged(c["low"], c["high"], +1, effect), "verdict": verdict},
             evidence="difference of the correlations in the paper's direction (negative); "
                      "bootstrap over units; " + resolution_text(c["low"], c["high"], effect)))
     # T1.4-T1.6 are the project's audits (the paper states no number for them): controls,

@@ -14,15 +14,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lsa.claims import Claim, Verdict, fmt, paper
+from lsa.claims import Claim, fmt, judged, paper
 from lsa.sections.finetuning.tables import PAPER_ROWS, paired_effect, paper_effect_nats
-from lsa.stats import resolution_text, resolve_verdict
+from lsa.stats import resolution_text
 
 
-def _verdict_words(row, effect: float | None, unit: str) -> tuple[Verdict, str]:
-    """(verdict, what the interval resolves) of a paired-effect row (``paired_effect``)."""
-    verdict = resolve_verdict(row.low, row.high, -1, effect, row.seeds, row.diffs)
-    return verdict, resolution_text(row.low, row.high, effect, unit)
+def _verdict_words(row, effect: float | None, unit: str) -> tuple[dict[str, Any], str]:
+    """(the verdict and its numbers as ``Claim`` keywords, what the interval resolves) of a
+    paired-effect row (``paired_effect``): lower is the paper's direction."""
+    return (judged(row.low, row.high, -1, effect, row.seeds),
+            resolution_text(row.low, row.high, effect, unit))
 
 
 def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec. 5.2"
@@ -63,7 +64,7 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
             ours=f"NLL {n.baseline:.4f} -> {n.regularized:.4f} nats ({n.delta:+.3g}); PPL "
                  f"{fmt(row.baseline, 4)} -> {fmt(row.regularized, 4)} ({row.delta:+.3g}); "
                  f"lower in {row.wins}/{row.seeds} seed(s)",
-            verdict=verdict,
+            **verdict,
             evidence=f"long window = 2x and 4x l_train, token-weighted; {note}",
             method=method))
     growth = paired_effect(runs, "ppl_growth", alpha)
@@ -75,7 +76,7 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
             paper="not in the paper (a reading of ours)", grade="?",
             ours=f"PPL(longest) / PPL(1x) {row.baseline:.3f} -> {row.regularized:.3f}; "
                  f"lower in {row.wins}/{row.seeds} seed(s)",
-            verdict=verdict,
+            **verdict,
             evidence="longest window = the largest evaluation multiple of l_train; 95 % t "
                      f"interval of the paired difference [{row.low:+.3g}, {row.high:+.3g}]; "
                      f"{resolves}",
@@ -92,7 +93,7 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
             paper="implied (the term is minimised)", grade="?",
             ours=f"L_misalign {fmt(row.baseline, 4)} -> {fmt(row.regularized, 4)}; "
                  f"lower in {row.wins}/{row.seeds} seed(s)",
-            verdict=verdict,
+            **verdict,
             evidence=f"interval [{row.low:+.3g}, {row.high:+.3g}]; {resolves}; metric on the "
                      "test books, l_extra from setting 1, over the overlap positions where both "
                      f"contexts are >= l_train / 2 tokens (the paper's l1, l2){every}",
@@ -115,7 +116,7 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
                 paper=paper_text, grade=paper(f"{key}/a0.1/longbench").grade if key else "?",
                 ours=f"copy NLL {row.baseline:.3f} -> {row.regularized:.3f} nats "
                      f"({row.delta:+.3g}); lower in {row.wins}/{row.seeds} seed(s)",
-                verdict=verdict,
+                **verdict,
                 evidence=f"copy probes at {multiple}x l_train (the far half of each window); "
                          f"95 % t interval of the paired difference [{row.low:+.3g}, "
                          f"{row.high:+.3g}] nats; {resolves} (margin: the paper's perplexity "

@@ -43,8 +43,7 @@ def paired_effect(runs: pd.DataFrame, column: str, alpha: float) -> pd.DataFrame
                      "delta": float(diff.mean()),
                      "noise": float(diff.std(ddof=1)) if len(diff) > 1 else math.nan,
                      "low": ci.low, "high": ci.high,
-                     "wins": int((diff < 0).sum()), "seeds": len(seeds),
-                     "diffs": diff.tolist()})
+                     "wins": int((diff < 0).sum()), "seeds": len(seeds)})
     return pd.DataFrame(rows)
 
 

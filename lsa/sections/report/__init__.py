@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from lsa.claims import claims_table, verdict_counts, verdicts_by_method
+from lsa.claims import claims_table, verdict_counts, verdicts_by_method, with_holm
 from lsa.config import PipelineConfig
 from lsa.gates import Gate, gates_table
 from lsa.notebook import Setup
@@ -36,12 +36,14 @@ class ReportResult(Result):
 
 def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> ReportResult:
     """The claims of the sections that have results (``runs.sections``, of
-    ``report.sections``), their counts by verdict, their figures and their provenance; the
-    report makes no claim of its own."""
+    ``report.sections``) with Holm's correction over the paper's interval verdicts
+    (``lsa.claims.with_holm``), their counts by verdict, their figures and their provenance;
+    the report makes no claim of its own."""
     runs.need("sections")
     found = list(runs.sections)
     missing = [s for s in pipe.report.sections if s not in found]
-    table = claims_table([c for s in found for c in runs.sections[s]["metrics"].get("claims", [])])
+    table = with_holm(claims_table([c for s in found
+                                    for c in runs.sections[s]["metrics"].get("claims", [])]))
     counts, control_counts = verdict_counts(table)
     return ReportResult(gates=gates_table(gates), claims_table=table,
                         provenance=tables.provenance(runs.sections),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lsa.claims import by_kind, counts_sentence
+from lsa.claims import by_kind, counts_sentence, holm_sentence
 from lsa.sections import Result
 
 
@@ -18,6 +18,8 @@ def counts_text(result: Result) -> str:
     """The paper's claims by verdict, then the project's controls by outcome, counted apart;
     then the claims about each fine-tuning method by verdict (each rests on its own G3)."""
     text = counts_sentence(result.metrics["verdicts"], result.metrics["control_outcomes"])
+    if holm := holm_sentence(result.claims_table):
+        text += f"\n\n{holm}."
     by_method = result.verdicts_by_method
     if by_method is not None and len(by_method):
         text += ("\n\nThe paper's claims about each fine-tuning method, by verdict (a method's "
