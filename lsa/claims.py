@@ -39,6 +39,25 @@ Grade = Literal["A", "B", "?"]
 #: ``paper``: a claim of the paper (``lsa.stats.PAPER_VERDICTS``); ``control``: one of the
 #: project's own controls and audits, with its own outcome words (``CONTROL_OUTCOMES``)
 Kind = Literal["paper", "control"]
+#: where a claim comes from (``docs/methods.md``, "Verdicts"): ``paper``, a method and setting
+#: the paper ran, at the length it measured; ``extension``, a method, length or task the paper
+#: did not run; ``reading``, our reading of the paper; ``check``, a manipulation check (the
+#: regularizer lowers the term it minimises: not a verdict on the paper); ``control``, the
+#: project's controls and audits (``kind`` "control")
+Origin = Literal["paper", "extension", "reading", "check", "control"]
+
+#: the methods the paper ran each of its fine-tuning claims on (a claim about another method is
+#: an extension): Tables 2-3 (CLEX, LongQLoRA, EABF), Table 4's alpha sweep (CLEX), Table 5's
+#: l_extra settings (LongQLoRA); the rebuttal's equal compute and parts name no method
+PAPER_METHODS: dict[str, frozenset[str]] = {
+    "tables2-3": frozenset({"clex", "longqlora", "eabf"}),
+    "table4": frozenset({"clex"}),
+    "table5": frozenset({"longqlora"}),
+}
+#: the length at which the paper measured each method's perplexity, as a multiple of its
+#: training window (the authors' rebuttal: the 8K validation set; EABF and LongQLoRA trained at
+#: 8K, CLEX at 4K)
+PAPER_PPL_MULTIPLE: dict[str, int] = {"eabf": 1, "longqlora": 1, "clex": 2}
 
 
 @dataclass(frozen=True)
@@ -139,6 +158,8 @@ class Claim:
     kind: Kind = "paper"
     #: the fine-tuning method the claim is about ("" where none): its premise is its own G3
     method: str = ""
+    #: where the claim comes from (``Origin``); a control's is "control"
+    origin: Origin = "paper"
     #: a claim judged on an interval (``judged``): its 95 % interval, the paper's effect it is
     #: held against (signed; NaN: the paper gives no size), the distance of its verdict to
     #: the nearest boundary in half-widths (``lsa.stats.edge_distance``) and the p-value of 0
@@ -148,6 +169,12 @@ class Claim:
     effect: float = math.nan
     edge: float = math.nan
     p: float = math.nan
+
+    def __post_init__(self) -> None:
+        if self.kind == "control":
+            self.origin = "control"
+        elif self.origin == "control":
+            raise ValueError(f"claim {self.id}: origin 'control' needs kind 'control'")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -177,21 +204,25 @@ def claims_table(claims: list[dict[str, Any]]):
     table = pd.DataFrame(claims, columns=COLUMNS)
     table["kind"] = table["kind"].fillna("paper")
     table["method"] = table["method"].astype(object).fillna("")
+    # an older snapshot's rows have no origin: a paper claim was counted as the paper's
+    table["origin"] = table["origin"].astype(object).where(
+        table["origin"].notna(), table["kind"].map({"paper": "paper", "control": "control"}))
     return table
 
 
 #: a claims table's columns (``claims.csv``): the record's fields, then ``p_holm``
 #: (``with_holm``, over every section's claims: the report's table)
-COLUMNS = ["id", "section", "kind", "method", "claim", "paper", "grade", "ours", "verdict",
-           "evidence", "low", "high", "effect", "edge", "p", "p_holm"]
+COLUMNS = ["id", "section", "kind", "origin", "method", "claim", "paper", "grade", "ours",
+           "verdict", "evidence", "low", "high", "effect", "edge", "p", "p_holm"]
 #: the family level of Holm's correction
 ALPHA = 0.05
 
 
 def holm_family(table):
-    """The rows Holm's correction is taken over: the paper's claims judged on an interval
-    (a finite ``p``; neither "premise not met" nor "not run")."""
-    return (table["kind"] == "paper") & table["p"].notna() \
+    """The rows Holm's correction is taken over: the paper's claims as it ran them (origin
+    ``paper``) judged on an interval (a finite ``p``; neither "premise not met" nor "not
+    run")."""
+    return (table["origin"] == "paper") & table["p"].notna() \
         & ~table["verdict"].isin([PREMISE_NOT_MET, NOT_RUN])
 
 
@@ -246,16 +277,26 @@ def display(table):
     return table
 
 
-#: the two kinds of rows, in the order they are shown, with their headings
-KIND_TITLES = {"paper": "The paper's claims", "control": "The project's controls and audits"}
+#: the origins, in the order they are shown and counted, with their headings
+ORIGIN_TITLES = {"paper": "The paper's claims, as it ran them",
+                 "extension": "Extensions: methods, lengths or tasks the paper did not run",
+                 "reading": "Our readings of the paper",
+                 "check": "Manipulation checks (not verdicts on the paper)",
+                 "control": "The project's controls and audits"}
+#: the words ``counts_sentence`` counts each origin with
+ORIGIN_WORDS = {"paper": "claims of the paper, as it ran them",
+                "extension": "extensions (not run by the paper)",
+                "reading": "readings of ours",
+                "check": "manipulation checks (not verdicts)",
+                "control": "of the project's controls and audits (not verdicts on the paper)"}
 
 
 def by_kind(table) -> list[tuple[str, Any]]:
-    """``[(heading, rows)]``: a claims table split by its ``kind`` column, the paper's claims
-    first (a kind without rows is left out), so that no table mixes the two; each as a reader
-    sees it (``display``)."""
-    return [(title, display(table[table["kind"] == kind])) for kind, title in KIND_TITLES.items()
-            if (table["kind"] == kind).any()]
+    """``[(heading, rows)]``: a claims table split by its ``origin`` column, the paper's claims
+    as it ran them first (an origin without rows is left out), so that no table mixes them;
+    each as a reader sees it (``display``), without the columns the split makes redundant."""
+    return [(title, display(table[table["origin"] == origin]).drop(columns=["kind", "origin"]))
+            for origin, title in ORIGIN_TITLES.items() if (table["origin"] == origin).any()]
 
 
 #: the order the counts are shown in: the paper's verdicts, the project's controls' outcomes
@@ -263,28 +304,35 @@ VERDICT_ORDER = [*PAPER_VERDICTS, PREMISE_NOT_MET, NOT_RUN]
 CONTROL_ORDER = [*CONTROL_OUTCOMES, PREMISE_NOT_MET, NOT_RUN]
 
 
-def verdict_counts(table) -> tuple[dict[str, int], dict[str, int]]:
-    """``(paper, controls)``: the paper's claims by verdict (every verdict of ``VERDICT_ORDER``,
-    zeros included) and the project's controls by outcome (those that occur, in
-    ``CONTROL_ORDER``), counted apart (a claims table's ``kind`` column)."""
-    paper_rows, control_rows = table[table["kind"] == "paper"], table[table["kind"] == "control"]
+def _in_order(verdicts) -> list[str]:
+    order = VERDICT_ORDER + [v for v in CONTROL_ORDER if v not in VERDICT_ORDER]
+    return sorted(set(verdicts), key=lambda v: (v not in order,
+                                                 order.index(v) if v in order else 0, v))
+
+
+def verdict_counts(table) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """``(paper, apart)``: the paper's claims as it ran them (origin ``paper``) by verdict
+    (every verdict of ``VERDICT_ORDER``, zeros included), and every other origin's rows by
+    verdict or outcome (those that occur), counted apart: ``{origin: {verdict: n}}``."""
+    paper_rows = table[table["origin"] == "paper"]
     other = sorted(set(paper_rows["verdict"]) - set(VERDICT_ORDER))  # an older snapshot's words
     paper_counts = paper_rows["verdict"].value_counts().reindex(VERDICT_ORDER + other,
                                                                 fill_value=0)
-    found = sorted(set(control_rows["verdict"]),
-                   key=lambda v: (v not in CONTROL_ORDER,
-                                  CONTROL_ORDER.index(v) if v in CONTROL_ORDER else 0, v))
-    control_counts = control_rows["verdict"].value_counts().reindex(found, fill_value=0)
-    return ({k: int(v) for k, v in paper_counts.items()},
-            {k: int(v) for k, v in control_counts.items()})
+    apart = {}
+    for origin in ORIGIN_TITLES:
+        rows = table[table["origin"] == origin]
+        if origin != "paper" and len(rows):
+            counts = rows["verdict"].value_counts()
+            apart[origin] = {v: int(counts[v]) for v in _in_order(rows["verdict"])}
+    return {k: int(v) for k, v in paper_counts.items()}, apart
 
 
 def verdicts_by_method(table):
-    """The paper's claims about a fine-tuning method (``method`` set), counted by method and
-    verdict: whose premise holds, and what the claims that rest on it say."""
+    """The paper's claims as it ran them about a fine-tuning method (``method`` set), counted by
+    method and verdict: whose premise holds, and what the claims that rest on it say."""
     import pandas as pd
 
-    rows = table[(table["kind"] == "paper") & (table["method"].fillna("") != "")]
+    rows = table[(table["origin"] == "paper") & (table["method"].fillna("") != "")]
     if rows.empty:
         return pd.DataFrame()
     counts = rows.groupby(["method", "verdict"]).size().unstack(fill_value=0)
@@ -292,12 +340,12 @@ def verdicts_by_method(table):
     return counts[order + sorted(set(counts.columns) - set(order))].reset_index()
 
 
-def counts_sentence(counts: dict[str, int], controls: dict[str, int]) -> str:
-    """``verdict_counts``' two tallies in one sentence (notebook 04, the report, the results
-    page)."""
-    text = (f"**{sum(counts.values())} claims of the paper**: "
+def counts_sentence(counts: dict[str, int], apart: dict[str, dict[str, int]]) -> str:
+    """``verdict_counts``' tallies in one sentence (notebook 04, the report, the results page):
+    the paper's claims as it ran them, then each other origin counted apart."""
+    text = (f"**{sum(counts.values())} {ORIGIN_WORDS['paper']}**: "
             + ", ".join(f"{n} {v}" for v, n in counts.items()))
-    if controls:
-        text += (f"; **{sum(controls.values())} of the project's controls and audits** (not "
-                 "verdicts on the paper): " + ", ".join(f"{n} {v}" for v, n in controls.items()))
+    for origin, tally in apart.items():
+        text += (f"; **{sum(tally.values())} {ORIGIN_WORDS.get(origin, origin)}**: "
+                 + ", ".join(f"{n} {v}" for v, n in tally.items()))
     return text

@@ -398,21 +398,32 @@ def _corr(method: Method):
     raise ValueError(f"method = {method!r}: must be 'pearson' or 'spearman'")
 
 
-def _clean(x, y) -> tuple[np.ndarray, np.ndarray]:
+def _clean(x, y, groups=None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError(f"x and y must be 1-D of one length, got {x.shape} and {y.shape}")
     keep = np.isfinite(x) & np.isfinite(y)
-    return x[keep], y[keep]
+    return x[keep], y[keep], None if groups is None else np.asarray(groups, dtype=object)[keep]
 
 
-def _bootstrap_ci(statistic, arrays, n_resamples: int, seed: int, confidence: float
-                  ) -> tuple[float, float]:
+def _bootstrap_ci(statistic, arrays, n_resamples: int, seed: int, confidence: float,
+                  groups=None) -> tuple[float, float]:
     """BCa interval of scipy's paired bootstrap; where BCa is undefined (a resample of few
     models can be constant, its statistic NaN) the percentile interval of the finite
-    resampled statistics."""
+    resampled statistics. With ``groups`` (one label per row) the resampled unit is the
+    group, all its rows together (a cluster bootstrap; BCa's jackknife leaves out a group)."""
     from scipy import stats
 
+    if groups is not None:
+        labels = list(dict.fromkeys(groups))
+        members = [np.flatnonzero(np.asarray(groups) == g) for g in labels]
+        rows, inner = arrays, statistic
+
+        def statistic(picked):
+            idx = np.concatenate([members[int(i)] for i in picked])
+            return inner(*(a[idx] for a in rows))
+
+        arrays = (np.arange(len(labels)),)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = stats.bootstrap(arrays, statistic, paired=True, vectorized=False,
@@ -445,34 +456,37 @@ class Correlation:
 
 
 def correlation_interval(x, y, method: Method = "pearson", *, n_resamples: int = 2000,
-                         seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
+                         seed: int = 0, confidence: float = 0.95, groups=None
+                         ) -> tuple[float, float, float]:
     """``(r, low, high)``: one correlation with its bootstrap interval over the pairs (rows
-    with a missing value dropped), without ``correlation``'s permutation test."""
-    x, y = _clean(x, y)
+    with a missing value dropped; over the ``groups`` of pairs where given), without
+    ``correlation``'s permutation test."""
+    x, y, groups = _clean(x, y, groups)
     corr = _corr(method)
-    return (corr(x, y), *_bootstrap_ci(corr, (x, y), n_resamples, seed, confidence))
+    return (corr(x, y), *_bootstrap_ci(corr, (x, y), n_resamples, seed, confidence, groups))
 
 
 def correlation_value(x, y, method: Method = "pearson") -> float:
     """The correlation alone (rows with a missing value dropped): ``correlation_interval``'s
     ``r`` without its bootstrap."""
-    return _corr(method)(*_clean(x, y))
+    return _corr(method)(*_clean(x, y)[:2])
 
 
 def correlation(x, y, method: Method = "pearson", *, n_resamples: int = 2000,
                 n_permutations: int = 2000, seed: int = 0, confidence: float = 0.95,
-                predictor: str = "x", score: str = "y") -> Correlation:
-    """One correlation with its bootstrap interval and two-sided permutation p-value; rows with
-    a missing value are dropped. Needs at least 3 models."""
+                predictor: str = "x", score: str = "y", groups=None) -> Correlation:
+    """One correlation with its bootstrap interval (over ``groups`` of rows where given: the
+    clusters of units that come from one trained model) and two-sided permutation p-value
+    (over rows); rows with a missing value are dropped. Needs at least 3 models."""
     from scipy import stats
 
-    x, y = _clean(x, y)
+    x, y, groups = _clean(x, y, groups)
     n = int(x.size)
     if n < 3:
         raise ValueError(f"{predictor} vs {score}: {n} models with both values; need >= 3")
     corr = _corr(method)
     r, low, high = correlation_interval(x, y, method, n_resamples=n_resamples, seed=seed,
-                                        confidence=confidence)
+                                        confidence=confidence, groups=groups)
     perm = stats.permutation_test((x, y), corr, permutation_type="pairings", vectorized=False,
                                   n_resamples=n_permutations, alternative="two-sided",
                                   random_state=np.random.default_rng(seed + 1))
@@ -480,11 +494,14 @@ def correlation(x, y, method: Method = "pearson", *, n_resamples: int = 2000,
 
 
 def correlation_rows(table, predictors: list[str], scores: list[str],
-                     methods: tuple[Method, ...] = ("pearson", "spearman"), **kwargs
-                     ) -> list[dict[str, Any]]:
+                     methods: tuple[Method, ...] = ("pearson", "spearman"),
+                     group_col: str | None = None, **kwargs) -> list[dict[str, Any]]:
     """Table 1: one row per predictor x score x method, from a DataFrame with one row per
-    model (columns named by ``predictors`` and ``scores``)."""
-    return [correlation(table[p], table[s], m, predictor=p, score=s, **kwargs).to_dict()
+    model (columns named by ``predictors`` and ``scores``; ``group_col``: the cluster of each
+    row, resampled whole)."""
+    groups = table[group_col] if group_col else None
+    return [correlation(table[p], table[s], m, predictor=p, score=s, groups=groups,
+                        **kwargs).to_dict()
             for s in scores for p in predictors for m in methods]
 
 
@@ -518,13 +535,15 @@ class Comparison:
         return {**asdict(self), "right_sign": self.right_sign, "holds": self.holds}
 
 
-def _complete(table, columns: tuple[str, ...]) -> np.ndarray:
+def _complete(table, columns: tuple[str, ...], group_col: str | None = None
+              ) -> tuple[np.ndarray, np.ndarray | None]:
     cols = np.column_stack([np.asarray(table[c], dtype=float) for c in columns])
-    cols = cols[np.isfinite(cols).all(axis=1)]
+    keep = np.isfinite(cols).all(axis=1)
+    cols = cols[keep]
     if len(cols) < 4:
         raise ValueError(f"{columns[0]} vs {columns[1]} on {columns[2]}: {len(cols)} complete "
                          f"models; need >= 4")
-    return cols
+    return cols, (np.asarray(table[group_col], dtype=object)[keep] if group_col else None)
 
 
 def _difference(method: Method, direction: int):
@@ -542,22 +561,22 @@ def predictor_difference(table, a: str, b: str, score: str, method: Method = "pe
                          direction: int = -1) -> float:
     """``compare_predictors``' difference alone over the rows complete in all three columns,
     without its bootstrap."""
-    cols = _complete(table, (a, b, score))
+    cols, _ = _complete(table, (a, b, score))
     return _difference(method, direction)(cols[:, 0], cols[:, 1], cols[:, 2])
 
 
 def compare_predictors(table, a: str, b: str, score: str, method: Method = "pearson", *,
                        n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
-                       direction: int = -1) -> Comparison:
+                       direction: int = -1, group_col: str | None = None) -> Comparison:
     """Does ``a`` predict ``score`` better than ``b``, in the direction the paper expects
     (``direction``: -1, more of the predictor, a lower score)? The bootstrap interval
-    (resampling the table's rows: its units) of ``direction * (r(a) - r(b))``, signed: a
-    predictor pointing the wrong way gets no credit for its size."""
-    cols = _complete(table, (a, b, score))
+    (resampling the table's rows, its units, or their clusters ``group_col``) of ``direction *
+    (r(a) - r(b))``, signed: a predictor pointing the wrong way gets no credit for its size."""
+    cols, groups = _complete(table, (a, b, score), group_col)
     corr, diff = _corr(method), _difference(method, direction)
     value = diff(cols[:, 0], cols[:, 1], cols[:, 2])
     low, high = _bootstrap_ci(diff, (cols[:, 0], cols[:, 1], cols[:, 2]), n_resamples, seed,
-                              confidence)
+                              confidence, groups)
     return Comparison(a, b, score, method, value, low, high, len(cols),
                       corr(cols[:, 0], cols[:, 2]), corr(cols[:, 1], cols[:, 2]), direction)
 

@@ -439,9 +439,11 @@ def test_paired_interval_by_hand():
     assert (row["ce"], row["reg"], row["delta"]) == pytest.approx((40.0, 70.0, 30.0))
     assert (row["answers_low"], row["answers_high"]) == pytest.approx(
         (100 * (centre - z * se), 100 * (centre + z * se)))
-    # the verdict's interval has the seed as its unit (seeds, then answers): seed 0 gains 40
-    # points, seed 1 gains 20; no pair loses, so no resample is below 0
-    assert 0 <= row["ci_low"] < 20 and 40 < row["ci_high"] <= 100
+    # the verdict's interval has the seed as its unit: with 2 seeds no bootstrap (two groups
+    # give no 95 % interval) but Student t over the seed means, +40 and +20 points:
+    # 30 +- t(0.975, 1) 14.14 / sqrt(2) = 30 +- 127.06
+    half = 12.706204736 * math.sqrt(200) / math.sqrt(2)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((30 - half, 30 + half))
     assert (row["n"], row["seeds"]) == (10, 2)
     assert row["seed_std"] == pytest.approx(math.sqrt(200))     # +40 and +20 points
     # no disagreement still leaves a width: +-z/10 on 8 pairs, about +-z/n on many

@@ -49,7 +49,8 @@ def test_smoke_metrics_content(smoke_run):
     needs = pipe.sections["06_replication_report"].needs
     assert report["sections_found"] == needs and report["sections_missing"] == []
     n_claims = sum(len(files.read_json(paths.metrics_file("smoke", s))["claims"]) for s in needs)
-    counted = sum(report["verdicts"].values()) + sum(report["control_outcomes"].values())
+    counted = sum(report["verdicts"].values()) + sum(
+        n for tally in report["counted_apart"].values() for n in tally.values())
     assert counted == n_claims  # every claim counted once: the paper's apart from the controls
     made = {c["verdict"] for s in needs
             for c in files.read_json(paths.metrics_file("smoke", s))["claims"]}

@@ -337,7 +337,7 @@ def test_analyse_on_hand_built_run_tables():
     assert list(result.table1_views["view"].unique()) == ["primary", "with_regularized", "all"]
     assert set(result.table1_views.groupby("view")["units"].first()) == {5, 6}
     assert list(m) == ["models", "units_primary", "main_score", "excluded", "table1", "views",
-                       "comparisons", "ranking_l2_sce", "noise", "narrative"]
+                       "comparisons", "ranking_l2_sce", "noise", "label_change", "narrative"]
     assert result.l_train == pipe.finetune.l_train
     saved = list(result.saved_tables())
     assert saved[:3] == ["population", "composition", "units_primary"]

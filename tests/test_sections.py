@@ -139,7 +139,7 @@ def test_report_analyse_counts_the_claims_it_is_given():
                                            "run_info": info}}
     result = report.analyse(pipe, RunTables(sections=found), GATES)
     assert result.metrics["verdicts"]["disagrees"] == 1
-    assert result.metrics["control_outcomes"] == {"passes": 1}
+    assert result.metrics["counted_apart"] == {"control": {"passes": 1}}
     assert "04_ablations" in result.metrics["sections_missing"]
     assert result.provenance.loc[0, "git_commit"] == "abc"
     assert list(result.gates["gate"]) == [g.gate for g in GATES]

@@ -272,3 +272,33 @@ def test_judged_carries_the_numbers_and_display_marks_the_edge():
     assert shown["verdict"].iloc[0] == stats.AGREES_SMALLER + " (edge)"
     assert "low" not in shown and "p (Holm)" not in shown
     assert shown["p"].iloc[0] == "0.039"  # z = 0.385 / (0.365 / 1.96) = 2.07
+
+
+def test_a_cluster_bootstrap_counts_a_cluster_once():
+    """Each point copied three times: resampling the copies as one cluster gives the interval
+    of the points themselves (r is the same on the copies); resampling rows as if independent
+    gives a narrower one (issue 45: 24 of Table 1's units are copies of one trained model)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=12)
+    y = 0.5 * x + rng.normal(size=12)
+    r, low, high = stats.correlation_interval(x, y, n_resamples=500)
+    xs, ys, groups = np.repeat(x, 3), np.repeat(y, 3), np.repeat(np.arange(12), 3)
+    r3, low3, high3 = stats.correlation_interval(xs, ys, n_resamples=500, groups=groups)
+    assert (r3, low3, high3) == pytest.approx((r, low, high))
+    _, low_rows, high_rows = stats.correlation_interval(xs, ys, n_resamples=500)
+    assert high_rows - low_rows < 0.8 * (high - low)
+    # singletons: the cluster bootstrap is the row bootstrap
+    assert stats.correlation_interval(x, y, n_resamples=300, groups=np.arange(12)) == \
+        pytest.approx(stats.correlation_interval(x, y, n_resamples=300))
+
+
+def test_table1_clusters_the_base_model_and_its_rope_copies():
+    import pandas as pd
+
+    from lsa.sections.correlation.tables import clusters
+
+    units = pd.DataFrame({"unit": ["base", "base pi x2", "base yarn x4", "eabf CE", "pi CE"],
+                          "kind": ["base model", "base + RoPE, no fine-tuning",
+                                   "base + RoPE, no fine-tuning", "fine-tuning run",
+                                   "fine-tuning run"]})
+    assert clusters(units).tolist() == ["base model"] * 3 + ["eabf CE", "pi CE"]

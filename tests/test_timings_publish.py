@@ -161,15 +161,17 @@ def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_
                                          f"sections/{publish.REPORT}/run_info.json"]
     assert published.load("smoke", dest).manifest == manifest
     index = (dest.parent / "README.md").read_text()
-    assert "## `pub`" in index and "**1 claims of the paper**" in index
+    assert "## `pub`" in index and "**1 claims of the paper, as it ran them**" in index
     results = (dest / "RESULTS.md").read_text()
     assert re.search(r"\| G1 +\| q +\| 1 \[0\.8, 1\.2\] +\| >= 0\.5 +\| pass +\|", results)
-    assert ("**1 claims of the paper**: 1 agrees, 0 agrees in direction, smaller than the "
-            "paper's effect, 0 agrees, larger than the paper's effect, 0 agrees in direction; "
-            "the paper gives no size, 0 disagrees, 0 smaller than the paper's effect,"
-            " 0 underpowered, 0 inconclusive, 0 premise not met, 0 not run; **2 of the project's"
-            " controls and audits** (not verdicts on the paper):"
-            " 2 helps") in results
+    counts = ("**1 claims of the paper, as it ran them**: 1 agrees, "
+              "0 agrees in direction, smaller than the paper's effect, "
+              "0 agrees, larger than the paper's effect, "
+              "0 agrees in direction; the paper gives no size, 0 disagrees, "
+              "0 smaller than the paper's effect, 0 underpowered, 0 inconclusive, "
+              "0 premise not met, 0 not run; "
+              "**2 of the project's controls and audits (not verdicts on the paper)**: 2 helps")
+    assert counts in results
     # what moved: against the claims.csv of the snapshot it replaced
     assert "verdicts changed (2): T1.1 disagrees -> agrees, A1.1 agrees -> helps" in results
     assert "kinds changed (1): A1.1 paper -> control" in results

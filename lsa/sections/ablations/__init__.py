@@ -23,7 +23,6 @@ from lsa.notebook import Setup
 from lsa.runtable import RunTables
 from lsa.sections import Result
 from lsa.sections.ablations import claims, tables
-from lsa.sections.ablations.claims import ItemInputs
 from lsa.sections.ablations.figures import (
     alpha_axis,
     divergence_effects,
@@ -32,6 +31,7 @@ from lsa.sections.ablations.figures import (
     figure_l_extra,
     figure_parts,
 )
+from lsa.sections.ablations.tables import ItemInputs
 
 __all__ = ["ITEMS", "AblationsResult", "Item", "ItemInputs", "alpha_axis", "analyse",
            "best_of_item1", "compute_text", "counts", "describe", "divergence_effects",

@@ -1,21 +1,22 @@
 """Section 5.3's claims, one per distinct comparison of the items' paired effects (``tables``):
-the **paper's** (agrees / disagrees / inconclusive) and the project's **controls** (helps /
-hurts / unclear; lowers / raises / unclear), ``Claim.kind``; and the prose of the numbers."""
+the **paper's** (``lsa.stats.resolve_verdict``'s words; ``Claim.origin`` "paper" where the paper
+ran it on that method, else "extension") and the project's **controls** (helps / hurts /
+unclear; lowers / raises / unclear), ``Claim.kind``; and the prose of the numbers."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from lsa.claims import Claim, Grade, Kind, fmt, judged, paper
+from lsa.claims import PAPER_METHODS, Claim, Grade, Kind, fmt, judged, paper
 from lsa.config import AblationConfig
 from lsa.runtable import DIVERGENCE_LABELS
 from lsa.sections.ablations.tables import (
     FAR_COLUMNS,
     METRIC_COLUMNS,
+    ItemInputs,
     arms,
     compute_arms,
     effect_row,
@@ -23,23 +24,9 @@ from lsa.sections.ablations.tables import (
     far_context_methods,
     l_extra_arms,
 )
-from lsa.stats import HELPS, MOVES, Outcomes, control_outcome, resolution_text
+from lsa.stats import EXCLUDES_ZERO, HELPS, MOVES, Outcomes, control_outcome, resolution_text
 
 SECTION = "Sec. 5.3"
-
-
-@dataclass(frozen=True, eq=False)  # holds a table: compared by identity
-class ItemInputs:
-    """What an item's claims read beside its effects: the settings, the judged ``column`` (the
-    longest window's NLL), items 1-6's ``runs`` (item 2 pairs alpha 0.3 with 0.1 from them),
-    the regularized runs' ``steps`` and item 5's CE-only steps of equal counted work
-    (``equal_steps``: ``tables.equal_compute_steps``, forward and backward tokens)."""
-
-    cfg: AblationConfig
-    column: str
-    runs: pd.DataFrame
-    steps: int
-    equal_steps: float
 
 
 def _effect_text(row: Any, ppl: Any = None) -> str:
@@ -69,9 +56,13 @@ class Claims:
 
     def add(self, eff: pd.DataFrame, *, id: str, claim: str, paper: str, grade: Grade,
             method: str, setting: str, baseline: str, column: str, sign: int = -1,
-            evidence: str = "", kind: Kind = "paper", words: Outcomes = HELPS) -> None:
+            evidence: str = "", kind: Kind = "paper", words: Outcomes = HELPS,
+            paper_ran: frozenset[str] | None = None) -> None:
         """``setting`` against ``baseline`` on ``column`` (a row of ``eff``): the paper's claim
-        (its verdict against the paper's ``sign``) or a control (its outcome ``words``)."""
+        (its verdict against the paper's ``sign``) or a control (its outcome ``words``). A
+        paper claim is the paper's as it ran it where ``method`` is one of ``paper_ran`` (the
+        methods the paper ran it on; None: the paper names none), else an extension."""
+        origin = "paper" if paper_ran is None or method in paper_ran else "extension"
         key = (method, setting, baseline, column)
         if key in self.seen:
             return
@@ -80,7 +71,8 @@ class Claims:
         if row is None or row.seeds == 0:
             self.claims.append(Claim(id=id, section=SECTION, claim=claim, paper=paper,
                                      grade=grade, ours="no finished runs", verdict="not run",
-                                     evidence=evidence, kind=kind, method=method))
+                                     evidence=evidence, kind=kind, method=method,
+                                     origin=origin))
             return
         ppl = (effect_row(eff, method, setting, baseline, "ppl_" + column[4:])
                if column.startswith("nll_") else None)
@@ -92,7 +84,7 @@ class Claims:
         self.claims.append(Claim(id=id, section=SECTION, claim=claim, paper=paper, grade=grade,
                                  ours=_effect_text(row, ppl), **verdict,
                                  evidence=f"{column}; {evidence}".strip("; "), kind=kind,
-                                 method=method))
+                                 method=method, origin=origin))
 
 
 def not_run(number: int, label: str) -> dict[str, Any]:
@@ -102,15 +94,17 @@ def not_run(number: int, label: str) -> dict[str, Any]:
                  verdict="not run").to_dict()
 
 
-def sce_paper(alpha: float) -> tuple[str, Grade, int] | None:
-    """The paper's direction for CE + alpha SCE vs CE-only: 0.1 lowers, 1 raises; else None."""
+def sce_paper(alpha: float) -> tuple[str, Grade, int, frozenset[str]] | None:
+    """The paper's direction for CE + alpha SCE vs CE-only (0.1 lowers, 1 raises; else None),
+    and the methods it ran it on."""
     if math.isclose(alpha, 0.1):
         ref = paper("table3/longqlora/a0.1/ppl")
-        return "lower (Tables 2-3, alpha 0.1)", ref.grade, -1
+        return "lower (Tables 2-3, alpha 0.1)", ref.grade, -1, PAPER_METHODS["tables2-3"]
     if math.isclose(alpha, 1.0):
         ref = paper("table4/alpha1.0/ppl")
         return (f"higher (Table 4: PPL 6.12 -> {ref.value} at alpha 1, CLEX; a third-party "
-                f"note: {ref.other}; higher against either, one verdict)", ref.grade, +1)
+                f"note: {ref.other}; higher against either, one verdict)", ref.grade, +1,
+                PAPER_METHODS["table4"])
     return None
 
 
@@ -128,18 +122,19 @@ def _arm_claim(out: Claims, eff: pd.DataFrame, *, id: str, method: str, div: str
     stated = sce_paper(alpha) if div == "sce" and baseline == f"{method} CE" else None
     claim, text, grade, sign, kind = (f"CE + {alpha:g} x {DIVERGENCE_LABELS[div]} against "
                                       f"{baseline} (longest-window NLL)", "-", "?", -1, "control")
+    ran: frozenset[str] | None = None
     if stated and out.in_section5(method, div, alpha):
         claim = (f"CE + {alpha:g} x SCE against {baseline} (longest-window NLL; the paper's "
                  "claim is Section 5's, Tables 2-3)")
         evidence = f"{evidence}; {SECTION5_NOTE}"
     elif stated:
-        text, grade, sign = stated
+        text, grade, sign, ran = stated
         claim = (f"CE + {alpha:g} x SCE {'lowers' if sign < 0 else 'raises'} the longest-window "
                  f"NLL ({method})")
         kind = "paper"
     out.add(eff, id=id, claim=claim, paper=text, grade=grade, method=method,
             setting=f"{DIVERGENCE_LABELS[div]} {alpha:g}", baseline=baseline, column=column,
-            sign=sign, evidence=evidence, kind=kind)
+            sign=sign, evidence=evidence, kind=kind, paper_ran=ran)
 
 
 def divergence_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
@@ -197,7 +192,8 @@ def sweep_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
             out.add(pair, id=f"A2.{i}", claim=f"alpha = 0.3 beats alpha = 0.1 ({method})",
                     paper=f"LongBench-E {p1.value} -> {p3.value}", grade=p3.grade,
                     method=method, setting="SCE 0.3", baseline=f"{method} SCE 0.1",
-                    column=column, sign=-1, evidence="paired by seed; the paper's best alpha")
+                    column=column, sign=-1, evidence="paired by seed; the paper's best alpha",
+                    paper_ran=PAPER_METHODS["table4"])
 
 
 def l_extra_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
@@ -218,7 +214,7 @@ def l_extra_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
                               "verdict)",
                         grade=ref.grade, method=m, setting=f"{label}, l_extra 4",
                         baseline=f"{m} {label}", column=column, sign=+1,
-                        evidence="paired by seed")
+                        evidence="paired by seed", paper_ran=PAPER_METHODS["table5"])
             else:
                 out.add(eff, id=f"A3.{i}", claim=f"l_extra setting {x} against setting 1 "
                         f"({label}, {m})", paper="-", grade="?", method=m,
@@ -338,7 +334,7 @@ def multiplicity_text(claims: list[dict[str, Any]]) -> str:
     """How many interval tests the section makes and how many would come out clear by chance."""
     tested = [c for c in claims if c["verdict"] not in ("not run",)]
     paper_n = sum(c.get("kind", "paper") == "paper" for c in tested)
-    clear = sum(c["verdict"] in ("agrees", "disagrees", "helps", "hurts", "lowers", "raises")
+    clear = sum(c["verdict"] in (*EXCLUDES_ZERO, "helps", "hurts", "lowers", "raises")
                 for c in tested)
     return (f"{len(tested)} comparisons tested ({paper_n} of the paper's claims, "
             f"{len(tested) - paper_n} controls), {clear} clear of 0. With 95 % intervals and no "

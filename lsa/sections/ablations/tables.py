@@ -15,6 +15,7 @@ seed explodes).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -29,6 +30,20 @@ Pair = tuple[str, str, str, str]
 METRIC_COLUMNS = ("misalignment", "jeffreys", "mean_entropy")
 #: the copy probes' NLL at 1x and 2x l_train (``far_columns``)
 FAR_COLUMNS = ("nll_copy_1x", "nll_copy_2x")
+
+
+@dataclass(frozen=True, eq=False)  # holds a table: compared by identity
+class ItemInputs:
+    """What an item's claims read beside its effects: the settings, the judged ``column`` (the
+    longest window's NLL), items 1-6's ``runs`` (item 2 pairs alpha 0.3 with 0.1 from them),
+    the regularized runs' ``steps`` and item 5's CE-only steps of equal counted work
+    (``equal_steps``: ``tables.equal_compute_steps``, forward and backward tokens)."""
+
+    cfg: AblationConfig
+    column: str
+    runs: pd.DataFrame
+    steps: int
+    equal_steps: float
 
 
 def longest_column(runs: pd.DataFrame, kind: str = "nll") -> str:

@@ -27,13 +27,39 @@ from lsa.sections.babilong.tables import (
     gate_rows,
     paired_accuracy,
 )
-from lsa.stats import equivalence_verdict, resolution_text, threshold_outcome
+from lsa.stats import (
+    PREMISE_NOT_MET,
+    equivalence_verdict,
+    resolution_text,
+    threshold_outcome,
+    wilson_interval,
+)
 
 # Table 6 of the paper (the CLEX model trained at 4K): its input lengths in tokens, keyed by
 # absolute length in the evaluate design (where the evaluated runs may train at 4K or 8K), and
 # by multiple of the training window in the train design (a small model at l_train)
 TABLE6_LENGTHS = {4096: "4k", 8192: "8k", 16384: "16k"}
 TABLE6_MULTIPLES = {1: "4k", 2: "8k", 4: "16k"}
+
+
+def cell_premise(row: dict[str, Any], chance_pct: float, level: float = 0.95
+                 ) -> tuple[bool, str]:
+    """A cell's own premise: the CE-only model answers above chance there (the lower end of
+    the Wilson interval of its accuracy over the cell's answers above ``chance_pct``); else
+    the cell's comparison tests nothing. Returns (met, the numbers in words)."""
+    n = int(row["n"])
+    k = round(row["ce"] / 100 * n)
+    low, high = wilson_interval(k, n, level)
+    met = 100 * low > chance_pct
+    return met, (f"premise: CE {row['ce']:.1f}% [{100 * low:.1f}, {100 * high:.1f}] over {n} "
+                 f"answers against chance {chance_pct:.1f}%: "
+                 + ("above chance" if met else "not above chance, the cell tests nothing"))
+
+
+def _with_premise(verdict: dict[str, Any], met: bool) -> dict[str, Any]:
+    """``verdict`` (``judged``'s keywords) under a cell's premise: "premise not met" where it
+    fails, the numbers kept."""
+    return verdict if met else {**verdict, "verdict": PREMISE_NOT_MET}
 
 
 def _model(row: dict[str, Any]) -> tuple[str, str]:
@@ -90,6 +116,7 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
                 f"scorer {scorer}")
     x = babilong_length(acc)
     by_len = paired_accuracy(acc, [*groups, x], alpha, level)
+    length_chance = sum(chance(t) for t in sorted(set(acc["task"]))) / len(set(acc["task"]))
     for row in by_len.to_dict(orient="records"):
         ident, words = _model(row)
         if evaluate:
@@ -115,14 +142,17 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
             text, grade = "not one of the paper's lengths (expected gain)", "?"
         else:
             text, grade = "beyond the paper's lengths (expected gain)", "?"
+        verdict = judged(row["ci_low"], row["ci_high"], +1, effect)
+        met, premise = cell_premise(row, length_chance, level)
         claims.append(Claim(
             id=f"S5.4.{ident}", section=section,
             claim=f"CE + {alpha:g} misalign raises BABILong accuracy at {at}", paper=text,
-            grade=grade, ours=ours(row),
-            **judged(row["ci_low"], row["ci_high"], +1, effect),
-            evidence=f"{rule}; a verdict only when the {interval} excludes 0, else what it "
-                     "rules out: "
-                     f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}"))
+            grade=grade, ours=ours(row), **_with_premise(verdict, met),
+            evidence=f"{premise}"
+                     + ("" if met else f" [verdict if the premise held: {verdict['verdict']}]")
+                     + f"; {rule}; the {interval} against 0 and the paper's difference: "
+                     f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}",
+            origin="paper" if key and evaluate else "extension"))
     if not depth.empty:
         by_depth = paired_accuracy(depth, [*groups, "depth"], alpha, level)
         lengths = depth.groupby(groups)["length"].max() if groups else None
@@ -157,10 +187,14 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
                 length = int(lengths[tuple(row[g] for g in groups)])
                 what = f"{what} ({words}, {length} tokens)"
                 rule = f"{rule}; the paper's Table 7 is at 16384 tokens"
+            met, premise = cell_premise(row, chance("qa1"), level)
             claims.append(Claim(
                 id=f"S5.4.{ident}depth{pct_depth}", section=section,
                 claim=f"QA1 with CE + {alpha:g} misalign: {what}", paper=text, grade=grade,
-                ours=ours(row), **verdict,
-                evidence=f"{rule}; {interval}; "
-                         f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}"))
+                ours=ours(row), **_with_premise(verdict, met),
+                evidence=f"{premise}"
+                         + ("" if met else f" [verdict if the premise held: {verdict['verdict']}]")
+                         + f"; {rule}; {interval}; "
+                         f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}",
+                origin="paper" if grade != "?" and evaluate else "extension"))
     return [c.to_dict() for c in claims]

@@ -4,6 +4,8 @@ by test prompt, the sanity gate's rows and the design's columns. Their verdicts:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -98,6 +100,24 @@ def accuracy_table(rows: pd.DataFrame, by: list[str], level: float = 0.95) -> pd
 SAMPLE_KEYS = ["seed", "task", "length", "depth", "index"]
 
 
+#: below this many training seeds the seed level is not bootstrapped (two groups give a
+#: percentile interval far narrower than 95 %): a Student t interval over the seed means
+MIN_BOOTSTRAP_SEEDS = 3
+
+
+def seed_t_interval(means, level: float = 0.95) -> tuple[float, float]:
+    """The Student t interval of the mean of per-seed values (n - 1 degrees of freedom; NaN
+    with fewer than two)."""
+    from scipy import stats
+
+    means = np.asarray(means, dtype=float)
+    if means.size < 2:
+        return math.nan, math.nan
+    half = stats.t.ppf(0.5 + level / 2, df=means.size - 1) * means.std(ddof=1) / \
+        math.sqrt(means.size)
+    return float(means.mean() - half), float(means.mean() + half)
+
+
 def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: float = 0.95,
                     n_resamples: int = 2000) -> pd.DataFrame:
     """Per ``by`` cell, the accuracy (%) of the CE run (``ce``) and the alpha run (``reg``),
@@ -105,11 +125,12 @@ def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: floa
     (``SAMPLE_KEYS``), ``n`` pairs over every seed. The verdict's interval (``ci_low``,
     ``ci_high``) has the training seed as its unit: a two-level bootstrap, seeds then paired
     answers (``lsa.stats.two_level_interval``), so a difference one seed's training makes and
-    another's does not is not read as an effect. ``answers_low`` / ``answers_high``: the
-    interval over test answers alone (``paired_proportion_interval``), for comparison; the
-    spread of the per-seed differences is ``seed_std`` (``seeds`` seeds). Answers pair by
-    method too when the rows carry one; two answers of one model to the same prompt are an
-    error."""
+    another's does not is not read as an effect; with 2 seeds the t interval over the seed
+    means (``seed_t_interval``) or, where wider, the answers' interval. ``answers_low`` /
+    ``answers_high``: the interval over test answers alone (``paired_proportion_interval``),
+    for comparison; the spread of the per-seed differences is ``seed_std`` (``seeds`` seeds).
+    Answers pair by method too when the rows carry one; two answers of one model to the same
+    prompt are an error."""
     method = ["method"] if "method" in rows else []
     keys = list(dict.fromkeys([*method, *SAMPLE_KEYS, *by]))
     base = rows[rows["alpha"] == 0][[*keys, "correct"]]
@@ -122,8 +143,13 @@ def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: floa
         a_low, a_high = paired_proportion_interval(int((diff > 0).sum()), int((diff < 0).sum()),
                                                    len(diff), level)
         per_seed = sub.groupby("seed")["diff"].mean()
-        low, high = two_level_interval([g.to_numpy() for _, g in sub.groupby("seed")["diff"]],
-                                       n_resamples, seed=0, level=level)
+        if len(per_seed) >= MIN_BOOTSTRAP_SEEDS:
+            low, high = two_level_interval([g.to_numpy() for _, g in sub.groupby("seed")["diff"]],
+                                           n_resamples, seed=0, level=level)
+        else:  # 2 seeds: a bootstrap over 2 groups is no 95 % interval; t over the seed means,
+            # widened to the answers' own interval (two equal seed means give t no width)
+            t_low, t_high = seed_t_interval(per_seed.to_numpy(), level)
+            low, high = min(t_low, 100 * a_low), max(t_high, 100 * a_high)
         out.append({**dict(zip(by, cell if isinstance(cell, tuple) else (cell,))),
                     "ce": 100 * sub["correct_ce"].mean(), "reg": 100 * sub["correct_reg"].mean(),
                     "delta": diff.mean(), "ci_low": low, "ci_high": high,

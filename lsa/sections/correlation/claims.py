@@ -130,7 +130,8 @@ def table1_claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
             paper=f"r = {mis.value} (7 models, LongBench-E)", grade=mis.grade,
             ours=_corr_text(row, n_permutations),
             **judged(row["low"], row["high"], -1, mis.value),
-            evidence=f"score: {label}; 95 % bootstrap interval over units; "
+            evidence=f"score: {label}; 95 % bootstrap interval over clusters of units (the "
+                     "base model and its RoPE copies one cluster); "
                      + resolution_text(row["low"], row["high"], mis.value)))
     if "train_loss" in pear.index:
         row = pear.loc["train_loss"].to_dict()
@@ -169,7 +170,8 @@ def table1_claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
             paper=f"r {mis.value} vs {ce.value}", grade=mis.grade, ours=text,
             **{**judged(c["low"], c["high"], +1, effect), "verdict": verdict},
             evidence="difference of the correlations in the paper's direction (negative); "
-                     "bootstrap over units; " + resolution_text(c["low"], c["high"], effect)))
+                     "bootstrap over clusters of units; "
+                     + resolution_text(c["low"], c["high"], effect)))
     # T1.4-T1.6 are the project's audits (the paper states no number for them): controls,
     # with outcome words, counted apart from the paper's claims
     c = comparison(comp, score, "jeffreys", "entropy")
@@ -259,3 +261,19 @@ def _influence_claim(influence: pd.DataFrame, pear: pd.DataFrame, comp: pd.DataF
         paper="not tested", grade="?", ours="; ".join(parts), verdict=outcome,
         evidence="each unit left out in turn; passes when no fit's interval changes its side "
                  "of 0 (below, across, above) from the fit on every unit", kind="control")
+
+
+def label_change_text(top1: pd.DataFrame) -> str:
+    """Audit 3 in one sentence (the headline's answer to "labels change under truncation"):
+    per model, at its largest ``l_extra`` bin, how often the most likely next token changes
+    when the context is cut, with its Wilson interval, and the probability mass that moves."""
+    if top1 is None or top1.empty:
+        return ""
+    parts = []
+    for model, sub in top1.groupby("model", sort=False):
+        row = sub.loc[sub["l_extra_mid"].idxmax()]
+        share, low, high = (100 * row[c] for c in ("top1_changed", "low", "high"))
+        parts.append(f"{model}: the most likely next token changes at {share:.0f}% [{low:.0f}, "
+                     f"{high:.0f}] of {int(row['samples'])} positions when {row['l_extra']} "
+                     f"tokens are cut (total variation {row['tv']:.2f})")
+    return "audit 3 (Section 4.1): " + "; ".join(parts)

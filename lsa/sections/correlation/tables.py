@@ -25,8 +25,9 @@ the *primary* one has one unit per configuration (seeds averaged, their spread k
 models never trained on the misalignment or a part of it, without the models excluded by the
 rule (perplexity at ``l`` above ``exclude_ppl_ratio`` times the base model's; listed); the
 secondary views add the models trained on the predictor at small alpha, then every model.
-Correlations, intervals and permutations resample units, not seeds
-(``lsa.stats``; the p-value floor of ``B`` permutations is printed as "< 1/(B+1)").
+Intervals resample clusters of units (``clusters``: the base model and its RoPE copies are one
+trained model), permutations shuffle units; never seeds (``lsa.stats``; the p-value floor of
+``B`` permutations is printed as "< 1/(B+1)").
 """
 
 from __future__ import annotations
@@ -101,7 +102,21 @@ def units(models: pd.DataFrame, scores_: list[str]) -> pd.DataFrame:
     for score in scores_:
         out[f"{score}_seed_sd"] = grouped[score].std(ddof=1)
     out["models"] = grouped["model"].agg(lambda m: ", ".join(m))
-    return out.reset_index()
+    out = out.reset_index()
+    out["cluster"] = clusters(out)
+    return out
+
+
+#: the units that are one trained model seen under several settings: the base model itself and
+#: its RoPE-rescaled copies (no fine-tuning) form one cluster
+BASE_KINDS = ("base model", "base + RoPE, no fine-tuning")
+
+
+def clusters(units_: pd.DataFrame) -> pd.Series:
+    """Each unit's cluster, the trained model it comes from: "base model" for the base model
+    and its RoPE probes (``BASE_KINDS``), else the unit itself (its own fine-tuning runs). The
+    bootstrap of Table 1 resamples clusters, not units."""
+    return units_["unit"].where(~units_["kind"].isin(BASE_KINDS), "base model")
 
 
 VIEWS = {"primary": "primary: one unit per configuration, never trained on the misalignment, "
@@ -155,14 +170,16 @@ def scores(table: pd.DataFrame) -> list[str]:
 def table1(table: pd.DataFrame, predictors: list[str], score_cols: list[str], *,
            n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Table 1: Pearson and Spearman of each predictor with each score, each with its 95 %
-    bootstrap interval (resampling models) and permutation p-value."""
+    bootstrap interval (resampling clusters of units, ``clusters``, where the table has them)
+    and permutation p-value."""
     rows = []
     for score in score_cols:
         have = table[table[score].notna()]
         if len(have) < 3:
             continue
         rows += stats.correlation_rows(have, predictors, [score], n_resamples=n_resamples,
-                                       n_permutations=n_resamples, seed=seed)
+                                       n_permutations=n_resamples, seed=seed,
+                                       group_col="cluster" if "cluster" in have else None)
     return pd.DataFrame(rows)
 
 
@@ -177,16 +194,16 @@ def paper_r(row) -> float | None:
 def comparisons(table: pd.DataFrame, score_cols: list[str], pairs: list[tuple[str, str]], *,
                 n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
     """For each (a, b) and score: the signed difference ``-(r(a) - r(b))`` (the paper expects
-    negative correlations) with its bootstrap interval over the rows (units); ``holds``: a
+    negative correlations) with its bootstrap interval over the clusters of units; ``holds``: a
     points the paper's way and predicts better (the interval lies above 0)."""
     rows = []
     for score in score_cols:
         for a, b in pairs:
             for method in ("pearson", "spearman"):
                 try:
-                    rows.append(stats.compare_predictors(table, a, b, score, method,
-                                                         n_resamples=n_resamples,
-                                                         seed=seed).to_dict())
+                    rows.append(stats.compare_predictors(
+                        table, a, b, score, method, n_resamples=n_resamples, seed=seed,
+                        group_col="cluster" if "cluster" in table else None).to_dict())
                 except ValueError:
                     continue  # fewer than 4 complete models
     return pd.DataFrame(rows)

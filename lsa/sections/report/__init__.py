@@ -6,6 +6,7 @@ the counts in words: ``claims``; the gallery: ``figures``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -19,7 +20,8 @@ from lsa.sections.report import tables
 from lsa.sections.report.claims import claims_by_kind, counts_text
 from lsa.sections.report.figures import gallery
 
-__all__ = ["ReportResult", "analyse", "claims_by_kind", "counts_text", "describe", "gallery"]
+__all__ = ["ReportResult", "analyse", "answers", "claims_by_kind", "counts_text", "describe",
+           "gallery", "headline_text"]
 
 
 @dataclass
@@ -44,15 +46,36 @@ def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> ReportR
     missing = [s for s in pipe.report.sections if s not in found]
     table = with_holm(claims_table([c for s in found
                                     for c in runs.sections[s]["metrics"].get("claims", [])]))
-    counts, control_counts = verdict_counts(table)
+    counts, apart = verdict_counts(table)
     return ReportResult(gates=gates_table(gates), claims_table=table,
                         provenance=tables.provenance(runs.sections),
                         verdicts_by_method=verdicts_by_method(table),
                         section_figures={s: runs.sections[s]["metrics"].get("figures", [])
                                          for s in found},
                         metrics={"sections_found": found, "sections_missing": missing,
-                                 "verdicts": counts, "control_outcomes": control_counts,
+                                 "answers": answers(runs.sections),
+                                 "verdicts": counts, "counted_apart": apart,
                                  "gates": [g.to_dict() for g in gates]})
+
+
+def answers(sections: dict[str, Any]) -> dict[str, str]:
+    """The sections' sentences that answer one of the paper's known objections
+    (``lsa.headline.OBJECTIONS``): Section 4.1's audit 3 on labels that change under
+    truncation."""
+    out = {}
+    for found in sections.values():
+        text = found["metrics"].get("label_change")
+        if text:
+            out["label_change"] = text
+    return out
+
+
+def headline_text(setup: Setup, result: ReportResult) -> str:
+    """"What this replication found" (``lsa.headline``) from the report's claims and gates."""
+    from lsa.headline import headline
+
+    return headline(result.claims_table, [Gate(**g) for g in result.metrics.get("gates", [])],
+                    setup.profile, result.metrics.get("answers"))
 
 
 def describe(setup: Setup, result: ReportResult) -> str:

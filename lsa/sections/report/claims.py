@@ -10,14 +10,15 @@ from lsa.sections import Result
 
 
 def claims_by_kind(result: Result) -> list[tuple[str, pd.DataFrame]]:
-    """The claims table as two tables: the paper's claims, then the project's controls."""
+    """The claims table as one table per origin: the paper's claims as it ran them first."""
     return by_kind(result.claims_table)
 
 
 def counts_text(result: Result) -> str:
-    """The paper's claims by verdict, then the project's controls by outcome, counted apart;
+    """The paper's claims as it ran them by verdict, then every other origin (extensions,
+    readings, checks, the project's controls) counted apart;
     then the claims about each fine-tuning method by verdict (each rests on its own G3)."""
-    text = counts_sentence(result.metrics["verdicts"], result.metrics["control_outcomes"])
+    text = counts_sentence(result.metrics["verdicts"], result.metrics["counted_apart"])
     if holm := holm_sentence(result.claims_table):
         text += f"\n\n{holm}."
     by_method = result.verdicts_by_method

@@ -1,0 +1,118 @@
+""""What this replication found": the headline a reader meets first (``RESULTS.md``, notebook
+06, the results index), generated from a claims table (``lsa.claims``) and the premise gates,
+never written by hand.
+
+Three parts: the paper's claims as it ran them (origin ``paper``), one line each with the
+verdict, our interval, the paper's number and Holm's adjustment, at most ``MOST`` lines (a
+claim whose premise failed names the gates that failed with their numbers and the verdict its
+numbers would give); the answers to the paper's three known objections, from the claims that
+answer them; what this replication found beyond the paper (the decided outcomes of the
+project's controls and the extensions), labelled as ours.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from lsa.stats import EDGE, NOT_RUN, PREMISE_NOT_MET
+
+#: at most this many lines for the paper's claims
+MOST = 15
+#: the paper's three known objections (the reviews), each with the ids of the claims that
+#: answer it, in the order they are tried (the first one present answers), or the key of a
+#: section's sentence that does (``answers``: Section 4.1's audit 3 is a table, not a claim)
+OBJECTIONS: dict[str, tuple[str, ...]] = {
+    "Labels change when the context is cut (the theorem assumes they do not)":
+        ("label_change",),
+    "SCE is not the L2 distance the theory bounds": ("T1.6",),
+    "The regularized run costs more than CE: is the gain the compute?": ("A5.1", "A5.2"),
+}
+#: the outcomes of the project's controls that decide something (not "unclear")
+DECIDED = ("helps", "hurts", "lowers", "raises", "passes", "fails")
+
+_HELD = re.compile(r"\[verdict if the premise held: ([^\]]+)\]")
+
+
+def _number(value: float) -> str:
+    return f"{value:+.3g}"
+
+
+def _interval(row: dict[str, Any]) -> str:
+    low, high = row.get("low"), row.get("high")
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return "no interval"
+    return f"[{_number(low)}, {_number(high)}]"
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    edge = row.get("edge")
+    mark = " (edge)" if edge is not None and math.isfinite(edge) and edge < EDGE else ""
+    return f"**{row['verdict']}**{mark}"
+
+
+def _failed_gates(gates, method: str) -> str:
+    """The gates of ``method``'s premise that did not pass, each with its number."""
+    out = []
+    for g in gates or []:
+        needed = g.gate in ("G1", "G2") or g.gate == f"G3.{method}"
+        if needed and g.passed is not True:
+            value = f"{g.value:.3g} [{g.low:.3g}, {g.high:.3g}]" if math.isfinite(g.value) \
+                else "not computable"
+            bar = f" against {g.threshold:g}" if g.threshold is not None else ""
+            out.append(f"{g.gate} {value}{bar}")
+    return "; ".join(out) or "its gates"
+
+
+def paper_line(row: dict[str, Any], gates=None) -> str:
+    """One line of the paper's claims: id, claim, verdict, our interval, the paper's value."""
+    text = f"- {row['id']} {row['claim']}: {_verdict(row)}"
+    if row["verdict"] == PREMISE_NOT_MET:
+        held = _HELD.search(str(row.get("evidence", "")))
+        why = (_failed_gates(gates, row.get("method") or "") if row.get("method")
+               else str(row.get("evidence", "")).split(";")[0])
+        return (f"{text} ({why}; its numbers would read "
+                f"*{held.group(1) if held else 'nothing'}*, {_interval(row)})")
+    if row["verdict"] == NOT_RUN:
+        return text
+    text += f"; ours {_interval(row)}, the paper {row['paper']}"
+    p_holm = row.get("p_holm")
+    if p_holm is not None and isinstance(p_holm, float) and math.isfinite(p_holm):
+        text += f"; Holm p {p_holm:.3g}"
+    return text
+
+
+def headline(table, gates=None, profile: str = "", answers: dict[str, str] | None = None
+             ) -> str:
+    """The three parts of the module's docstring, as markdown, from ``table`` (a claims table:
+    ``lsa.claims.claims_table``, with ``p_holm`` where the report computed it), the premise
+    ``gates`` and the sections' sentences that answer an objection (``answers``)."""
+    answers = answers or {}
+    rows = table.to_dict(orient="records")
+    paper = [r for r in rows if r.get("origin") == "paper"]
+    shown = sorted(paper, key=lambda r: r["verdict"] == NOT_RUN)[:MOST]
+    where = f" (`{profile}`)" if profile else ""
+    out = [f"## What this replication found{where}", "",
+           f"**The paper's claims as it ran them** ({len(paper)}; methods and lengths the paper "
+           "ran, in this testbed's scale; the interval is ours, 95 %):", ""]
+    out += [paper_line(r, gates) for r in shown] or ["- none in this profile"]
+    if len(paper) > len(shown):
+        out.append(f"- ... and {len(paper) - len(shown)} more (the tables below)")
+    by_id = {r["id"]: r for r in rows}
+    out += ["", "**The paper's three known objections**:", ""]
+    for objection, ids in OBJECTIONS.items():
+        found = next((by_id[i] for i in ids if i in by_id), None)
+        said = next((answers[i] for i in ids if answers.get(i)), None)
+        answer = (f"{found['id']}, {found['claim']}: **{found['verdict']}** ({found['ours']})"
+                  if found else said or "not measured in this profile")
+        out.append(f"- {objection}: {answer}")
+    ours = [r for r in rows if (r.get("origin") == "control" and r["verdict"] in DECIDED)
+            or (r.get("origin") == "extension" and r["verdict"] not in (NOT_RUN, PREMISE_NOT_MET)
+                and str(r["verdict"]).startswith(("agrees", "disagrees")))]
+    out += ["", f"**Beyond the paper (ours)**: {len(ours)} decided outcomes of the project's "
+            "controls and extensions" + (", the first five:" if len(ours) > 5 else ":"), ""]
+    out += [f"- {r['id']} {r['claim']}: **{r['verdict']}** ({r['ours']})" for r in ours[:5]]
+    if not ours:
+        out.append("- none")
+    return "\n".join(out)

@@ -1,0 +1,53 @@
+"""lsa.headline: "What this replication found", generated from a claims table."""
+
+import math
+
+from lsa.claims import Claim, claims_table, judged, with_holm
+from lsa.gates import Gate
+from lsa.headline import MOST, headline
+
+
+def claim(id, claim_text, origin="paper", kind="paper", **kw):
+    base = dict(section="s", paper="PPL 6.01 -> 5.91", grade="B", ours="o", verdict="not run")
+    base.update(kw)
+    return Claim(id=id, claim=claim_text, kind=kind, origin=origin, **base).to_dict()
+
+
+def test_the_headline_by_hand():
+    eabf = claim("S5.eabf", "CE + 0.1 misalign lowers perplexity (eabf)", method="eabf",
+                 **judged(0.055, 0.083, -1, math.log(5.91 / 6.01), n=11))
+    clex = claim("S5.clex", "CE + 0.1 misalign lowers perplexity (clex)", method="clex",
+                 **{**judged(-0.05, -0.01, -1, -0.04, n=3), "verdict": "premise not met",
+                    "evidence": "x [verdict if the premise held: agrees]"})
+    rows = [eabf, clex,
+            claim("T1.6", "SCE ranks as L2 does", origin="control", kind="control",
+                  verdict="passes", ours="Spearman +0.9"),
+            claim("A2.1", "alpha 0.3 beats 0.1 (eabf)", origin="extension",
+                  **judged(-0.2, -0.1, -1, None, n=3)),
+            claim("A4.1", "CE on both windows (eabf)", origin="control", kind="control",
+                  verdict="unclear")]
+    gates = [Gate("G1", "q", 1.0, 0.9, 1.1, 0.5, True, ""),
+             Gate("G3.clex", "q", 0.2, 0.1, 0.3, 0.5, False, "")]
+    text = headline(with_holm(claims_table(rows)), gates, "mini",
+                    {"label_change": "audit 3: 12 % of positions"})
+    lines = text.splitlines()
+    assert lines[0] == "## What this replication found (`mini`)"
+    line = next(x for x in lines if x.startswith("- S5.eabf"))
+    # the paper's -0.017 nats against our [+0.055, +0.083]: the other side of 0
+    assert "**disagrees**; ours [+0.055, +0.083], the paper PPL 6.01 -> 5.91" in line
+    assert "Holm p" in line
+    line = next(x for x in lines if x.startswith("- S5.clex"))
+    assert "**premise not met** (G3.clex 0.2 [0.1, 0.3] against 0.5" in line
+    assert "its numbers would read *agrees*" in line
+    assert "audit 3: 12 % of positions" in text                       # labels change
+    assert "T1.6, SCE ranks as L2 does: **passes** (Spearman +0.9)" in text
+    assert "is the gain the compute?: not measured in this profile" in text
+    ours = text.split("**Beyond the paper (ours)**")[1]
+    assert "A2.1" in ours and "A4.1" not in ours                      # unclear is not decided
+
+
+def test_at_most_fifteen_lines_of_the_papers_claims():
+    rows = [claim(f"X{i}", f"c{i}", **judged(0.1, 0.2, +1, 0.15, n=3)) for i in range(20)]
+    text = headline(claims_table(rows))
+    assert sum(x.startswith("- X") for x in text.splitlines()) == MOST
+    assert "... and 5 more" in text
