@@ -70,13 +70,14 @@ def paper_line(row: dict[str, Any], gates=None) -> str:
     text = f"- {row['id']} {row['claim']}: {_verdict(row)}"
     if row["verdict"] == PREMISE_NOT_MET:
         held = _HELD.search(str(row.get("evidence", "")))
-        why = (_failed_gates(gates, row.get("method") or "") if row.get("method")
+        why = (_failed_gates(gates, row.get("method") or "") if gates
                else str(row.get("evidence", "")).split(";")[0])
         return (f"{text} ({why}; its numbers would read "
                 f"*{held.group(1) if held else 'nothing'}*, {_interval(row)})")
     if row["verdict"] == NOT_RUN:
         return text
-    text += f"; ours {_interval(row)}, the paper {row['paper']}"
+    ours = _interval(row) if _interval(row) != "no interval" else row["ours"]
+    text += f"; ours {ours}, the paper {row['paper']}"
     p_holm = row.get("p_holm")
     if p_holm is not None and isinstance(p_holm, float) and math.isfinite(p_holm):
         text += f"; Holm p {p_holm:.3g}"
@@ -91,14 +92,31 @@ def headline(table, gates=None, profile: str = "", answers: dict[str, str] | Non
     answers = answers or {}
     rows = table.to_dict(orient="records")
     paper = [r for r in rows if r.get("origin") == "paper"]
-    shown = sorted(paper, key=lambda r: r["verdict"] == NOT_RUN)[:MOST]
+    # claims judged without an interval (Section 3's majority of seeds) one line per section
+    lines, by_section = [], {}
+    for r in paper:
+        low = r.get("low")
+        if low is None or not math.isfinite(low):
+            if r["verdict"] not in (PREMISE_NOT_MET, NOT_RUN):
+                by_section.setdefault(r["section"], []).append(r)
+                continue
+        lines.append((r["verdict"] == NOT_RUN, paper_line(r, gates)))
+    for section, found in by_section.items():
+        counts: dict[str, list[str]] = {}
+        for r in found:
+            counts.setdefault(r["verdict"], []).append(r["id"])
+        words = ", ".join(f"{len(ids)} {v}" + (f" ({', '.join(ids)})" if len(ids) <= 3 else "")
+                          for v, ids in counts.items())
+        lines.insert(0, (False, f"- {section}, {len(found)} claims without an interval (a "
+                                f"majority of seeds, or one seed): {words}"))
+    shown = [text for _, text in sorted(lines, key=lambda x: x[0])][:MOST]
     where = f" (`{profile}`)" if profile else ""
     out = [f"## What this replication found{where}", "",
            f"**The paper's claims as it ran them** ({len(paper)}; methods and lengths the paper "
            "ran, in this testbed's scale; the interval is ours, 95 %):", ""]
-    out += [paper_line(r, gates) for r in shown] or ["- none in this profile"]
-    if len(paper) > len(shown):
-        out.append(f"- ... and {len(paper) - len(shown)} more (the tables below)")
+    out += shown or ["- none in this profile"]
+    if len(lines) > len(shown):
+        out.append(f"- ... and {len(lines) - len(shown)} more lines (the tables below)")
     by_id = {r["id"]: r for r in rows}
     out += ["", "**The paper's three known objections**:", ""]
     for objection, ids in OBJECTIONS.items():

@@ -51,3 +51,12 @@ def test_at_most_fifteen_lines_of_the_papers_claims():
     text = headline(claims_table(rows))
     assert sum(x.startswith("- X") for x in text.splitlines()) == MOST
     assert "... and 5 more" in text
+
+
+def test_claims_without_an_interval_take_one_line_per_section():
+    rows = [claim(f"S3.{i}", f"c{i}", section="Sec. 3", verdict=v, ours="by seed")
+            for i, v in enumerate(["agrees", "agrees", "disagrees"], start=1)]
+    text = headline(claims_table(rows))
+    assert ("- Sec. 3, 3 claims without an interval (a majority of seeds, or one seed): "
+            "2 agrees (S3.1, S3.2), 1 disagrees (S3.3)") in text
+    assert "- S3.1" not in text

@@ -276,4 +276,5 @@ def label_change_text(top1: pd.DataFrame) -> str:
         parts.append(f"{model}: the most likely next token changes at {share:.0f}% [{low:.0f}, "
                      f"{high:.0f}] of {int(row['samples'])} positions when {row['l_extra']} "
                      f"tokens are cut (total variation {row['tv']:.2f})")
-    return "audit 3 (Section 4.1): " + "; ".join(parts)
+    more = f" (and {len(parts) - 1} more models: notebook 02)" if len(parts) > 1 else ""
+    return f"audit 3 (Section 4.1): {parts[0]}{more}"
