@@ -257,6 +257,33 @@ def seeds_for_halfwidth(sd: float, target: float, confidence: float = 0.95,
     return None
 
 
+def sd_upper_bound(sd: float, df: int, level: float = 0.8) -> float:
+    """The one-sided ``level`` upper confidence bound of a standard deviation estimated with
+    ``df`` degrees of freedom (chi-square): a plan from few seeds takes the bound, not the
+    estimate (NaN without a degree of freedom)."""
+    from scipy import stats
+
+    if not (df >= 1 and math.isfinite(sd)):
+        return math.nan
+    return float(sd * math.sqrt(df / stats.chi2.ppf(1 - level, df)))
+
+
+def seeds_for_power(sd: float, effect: float, power: float = 0.8, alpha: float = 0.05,
+                    most: int = 1000) -> int | None:
+    """The fewest seeds (at least 2) whose paired two-sided t-test at ``alpha`` detects the
+    paper's ``effect`` with probability ``power`` when the paired differences have standard
+    deviation ``sd`` (statsmodels ``TTestPower``; None beyond ``most``)."""
+    from statsmodels.stats.power import TTestPower
+
+    if not (sd > 0 and effect != 0 and math.isfinite(sd) and math.isfinite(effect)):
+        return None
+    test = TTestPower()
+    for n in range(2, most + 1):
+        if test.power(effect_size=abs(effect) / sd, nobs=n, alpha=alpha) >= power:
+            return n
+    return None
+
+
 def interval_verdict(interval: PairedInterval, paper_sign: int) -> Verdict:
     """``sign_verdict`` of a paired seed interval (``not run`` without data)."""
     if math.isnan(interval.mean):

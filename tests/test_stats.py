@@ -302,3 +302,16 @@ def test_table1_clusters_the_base_model_and_its_rope_copies():
                                    "base + RoPE, no fine-tuning", "fine-tuning run",
                                    "fine-tuning run"]})
     assert clusters(units).tolist() == ["base model"] * 3 + ["eabf CE", "pi CE"]
+
+
+def test_power_planned_for_power_by_hand():
+    from scipy import stats as sps
+
+    # 2 seeds (df 1): the 80 % upper bound of sd is sd * sqrt(1 / chi2.ppf(0.2, 1)) = 3.95 sd
+    assert stats.sd_upper_bound(1.0, 1) == pytest.approx(math.sqrt(1 / sps.chi2.ppf(0.2, 1)))
+    assert stats.sd_upper_bound(1.0, 1) == pytest.approx(3.947, abs=0.001)
+    assert math.isnan(stats.sd_upper_bound(1.0, 0))
+    # effect = sd: a paired t-test needs 10 pairs for 80 % power at 5 % (power 0.803; 9: 0.76)
+    assert stats.seeds_for_power(1.0, 1.0) == 10
+    assert stats.seeds_for_power(1.0, -1.0) == 10       # the sign does not matter
+    assert stats.seeds_for_power(0.0, 1.0) is None

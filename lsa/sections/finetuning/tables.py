@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from lsa.claims import PAPER, paper
-from lsa.stats import paired_interval, seeds_for_halfwidth
+from lsa.stats import paired_interval, sd_upper_bound, seeds_for_halfwidth, seeds_for_power
 
 # the paper's Tables 2-3 rows for the methods that have them: (table key, paper's alpha)
 PAPER_ROWS = {"clex": "table2/clex_redpajama", "longqlora": "table3/longqlora",
@@ -58,12 +58,16 @@ def paper_effect_nats(method: str) -> tuple[float, str]:
 
 
 def power_table(runs: pd.DataFrame, alpha: float = 0.1,
-                columns: tuple[str, ...] = ("nll_long", "nll_2x", "nll_4x")) -> pd.DataFrame:
+                columns: tuple[str, ...] = ("nll_long", "nll_1x", "nll_2x", "nll_4x")
+                ) -> pd.DataFrame:
     """The power computation of the seeds (config/config.yaml, ``finetune.seeds`` and
     ``method_seeds``): per method and column, the seed-to-seed standard deviation of the
     paired differences (CE + alpha SCE - CE, nats), the paper's effect for the method
-    (``paper_effect_nats``), the half-width the measured seeds resolve and the seeds whose
-    95 % t interval reaches the paper's effect (``lsa.stats.seeds_for_halfwidth``)."""
+    (``paper_effect_nats``), the half-width the measured seeds resolve, the seeds whose
+    95 % t interval reaches the paper's effect (``lsa.stats.seeds_for_halfwidth``: the rule
+    the configured seeds were chosen by) and, planned for power, the seeds a paired t-test
+    needs to detect the paper's effect with 80 % power at the standard deviation's 80 % upper
+    confidence bound (``sd_upper_80``, ``seeds_for_80_power``: ``lsa.stats.seeds_for_power``)."""
     runs = runs.assign(nll_long=np.log(runs["ppl_long"]))
     rows = []
     for column in columns:
@@ -73,10 +77,12 @@ def power_table(runs: pd.DataFrame, alpha: float = 0.1,
             effect, source = paper_effect_nats(row.method)
             enough = (seeds_for_halfwidth(row.noise, abs(effect))
                       if math.isfinite(row.noise) else None)
+            upper = sd_upper_bound(row.noise, row.seeds - 1)
             rows.append({"method": row.method, "column": column, "seeds": row.seeds,
                          "sd": row.noise, "half_width": (row.high - row.low) / 2,
                          "paper_effect": effect, "effect_from": source,
-                         "seeds_needed": enough})
+                         "seeds_needed": enough, "sd_upper_80": upper,
+                         "seeds_for_80_power": seeds_for_power(upper, effect)})
     return pd.DataFrame(rows)
 
 
