@@ -261,7 +261,8 @@ def display(table):
     lies within ``EDGE`` half-widths of its boundary, the p-values in words, the raw interval
     columns (already in ``evidence``) left out."""
     table = table.copy()
-    edge = table["edge"].astype(float) < EDGE
+    edge = (table["edge"].astype(float) < EDGE) & ~table["verdict"].isin([PREMISE_NOT_MET,
+                                                                           NOT_RUN])
     table["verdict"] = table["verdict"].where(~edge, table["verdict"] + " (edge)")
 
     def p_words(value) -> str:

@@ -99,5 +99,5 @@ def test_the_published_mini_reanalyses_to_its_claims_and_gates(tmp_path, monkeyp
     ours = pd.DataFrame(ours).astype(str).replace("nan", "")
     theirs = claims[claims["id"].isin(set(ours["id"]))]
     assert len(ours) == len(theirs) > 0
-    for column in ("id", "section", "claim", "paper", "ours", "verdict", "evidence"):
+    for column in ("id", "section", "origin", "claim", "paper", "ours", "verdict", "evidence"):
         assert list(ours[column]) == list(theirs[column]), column
