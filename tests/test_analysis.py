@@ -310,3 +310,25 @@ def test_window_columns_are_ordered_by_the_multiple_as_a_number():
     assert runtable.window_columns(frame, "nll") == ["nll_4x"]
     from lsa.sections.ablations.tables import longest_column
     assert longest_column(frame.assign(nll_16x=1.0)) == "nll_16x"
+
+
+def test_paper_length_claims_judge_each_method_at_its_own_length():
+    """S5.<method>: EABF and LongQLoRA at 1x l_train, CLEX at 2x (the rebuttal's 8K set),
+    each from its own paired runs (a fixed bug gave every method the first method's row)."""
+    rows = []
+    for method, drop in (("clex", 0.03), ("eabf", -0.05), ("longqlora", 0.0), ("pi", 0.3)):
+        for seed, noise in enumerate((0.0, 0.01, -0.01)):
+            for alpha in (0.0, 0.1):
+                shift = (drop + noise) if alpha else 0.0
+                rows.append({"method": method, "alpha": alpha, "seed": seed,
+                             "nll_1x": 2.0 - shift, "nll_2x": 3.0 - shift})
+    claims = {c.id: c for c in ft_claims.paper_length_claims(pd.DataFrame(rows))}
+    assert set(claims) == {"S5.clex", "S5.eabf", "S5.longqlora"}   # pi: not the paper's
+    assert "2x l_train" in claims["S5.clex"].claim and "1x l_train" in claims["S5.eabf"].claim
+    # CLEX 0.03 nats lower +- 4.303 * 0.01 / sqrt(3): holds the paper's -0.040
+    assert claims["S5.clex"].verdict == "agrees"
+    assert claims["S5.eabf"].verdict == "disagrees"                    # 0.05 nats higher
+    assert claims["S5.eabf"].low == pytest.approx(0.05 - 4.303 * 0.01 / math.sqrt(3), abs=1e-4)
+    # no change +- 0.025 nats against the paper's 0.0086: holds both
+    assert claims["S5.longqlora"].verdict == "underpowered"
+    assert all(c.origin == "paper" for c in claims.values())

@@ -39,6 +39,7 @@ def paper_length_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "
         if runs.empty or column not in runs or method not in set(runs["method"]):
             continue
         rows = paired_effect(runs, column, alpha)
+        rows = rows[rows["method"] == method] if len(rows) else rows
         if rows.empty:
             continue
         row = next(rows.itertuples())
