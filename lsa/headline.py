@@ -35,6 +35,11 @@ DECIDED = ("helps", "hurts", "lowers", "raises", "passes", "fails")
 _HELD = re.compile(r"\[verdict if the premise held: ([^\]]+)\]")
 
 
+def _short(text: str, most: int = 160) -> str:
+    """``text`` cut to ``most`` characters (the full text is in the claims tables)."""
+    return text if len(text) <= most else text[:most - 1].rstrip() + "…"
+
+
 def _number(value: float) -> str:
     return f"{value:+.3g}"
 
@@ -122,15 +127,16 @@ def headline(table, gates=None, profile: str = "", answers: dict[str, str] | Non
     for objection, ids in OBJECTIONS.items():
         found = next((by_id[i] for i in ids if i in by_id), None)
         said = next((answers[i] for i in ids if answers.get(i)), None)
-        answer = (f"{found['id']}, {found['claim']}: **{found['verdict']}** ({found['ours']})"
-                  if found else said or "not measured in this profile")
+        answer = (f"{found['id']}, {found['claim']}: **{found['verdict']}** "
+                  f"({_short(found['ours'])})" if found else said or "not measured in this profile")
         out.append(f"- {objection}: {answer}")
     ours = [r for r in rows if (r.get("origin") == "control" and r["verdict"] in DECIDED)
             or (r.get("origin") == "extension" and r["verdict"] not in (NOT_RUN, PREMISE_NOT_MET)
                 and str(r["verdict"]).startswith(("agrees", "disagrees")))]
     out += ["", f"**Beyond the paper (ours)**: {len(ours)} decided outcomes of the project's "
             "controls and extensions" + (", the first five:" if len(ours) > 5 else ":"), ""]
-    out += [f"- {r['id']} {r['claim']}: **{r['verdict']}** ({r['ours']})" for r in ours[:5]]
+    out += [f"- {r['id']} {r['claim']}: **{r['verdict']}** ({_short(r['ours'])})"
+            for r in ours[:5]]
     if not ours:
         out.append("- none")
     return "\n".join(out)

@@ -13,6 +13,7 @@ import pandas as pd
 from lsa.claims import claims_table, verdict_counts, verdicts_by_method, with_holm
 from lsa.config import PipelineConfig
 from lsa.gates import Gate, gates_table
+from lsa.headline import headline
 from lsa.notebook import Setup
 from lsa.runtable import RunTables
 from lsa.sections import Result
@@ -72,8 +73,6 @@ def answers(sections: dict[str, Any]) -> dict[str, str]:
 
 def headline_text(setup: Setup, result: ReportResult) -> str:
     """"What this replication found" (``lsa.headline``) from the report's claims and gates."""
-    from lsa.headline import headline
-
     return headline(result.claims_table, [Gate(**g) for g in result.metrics.get("gates", [])],
                     setup.profile, result.metrics.get("answers"))
 
