@@ -332,3 +332,17 @@ def test_paper_length_claims_judge_each_method_at_its_own_length():
     # no change +- 0.025 nats against the paper's 0.0086: holds both
     assert claims["S5.longqlora"].verdict == "underpowered"
     assert all(c.origin == "paper" for c in claims.values())
+
+
+def test_the_paper_length_claims_leave_the_other_ids_as_they_were():
+    """S5.1, S5.2, ... number the extension claims as before the paper's lengths came in
+    (snapshots compare by id); the paper-length claims are S5.<method>."""
+    rows = []
+    for method in ("clex", "pi"):
+        for seed in (0, 1):
+            for alpha in (0.0, 0.1):
+                rows.append({"method": method, "alpha": alpha, "seed": seed,
+                             "ppl_long": 100.0 - 10 * alpha - seed, "ppl_growth": 1.1,
+                             "misalignment": 0.5, "nll_1x": 2.0, "nll_2x": 3.0 - alpha})
+    ids = [c["id"] for c in ft_claims.extension_claims(pd.DataFrame(rows))]
+    assert ids == ["S5.clex", "S5.1", "S5.2", "S5.3", "S5.4", "S5.5", "S5.6"]

@@ -73,7 +73,9 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
     beyond ``l_train`` (2x and 4x: the long-context task, our analogue of the paper's
     LongBench-E). Verdicts in ``lsa.stats.resolve_verdict``'s words, against the paper's
     perplexity effect for the method in nats (``paper_effect_nats``) where the paper has one."""
-    claims: list[Claim] = paper_length_claims(runs, alpha, section)
+    # the paper's lengths first; the others keep their numbers (S5.1, ...) across snapshots
+    head = paper_length_claims(runs, alpha, section)
+    claims: list[Claim] = []
     if runs.empty:
         return []
     runs = runs.assign(nll_long=np.log(runs["ppl_long"]))
@@ -162,4 +164,4 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
                          f"{row.high:+.3g}] nats; {resolves} (margin: the paper's perplexity "
                          f"effect, {source})",
                 method=row.method, origin="extension"))
-    return [c.to_dict() for c in claims]
+    return [c.to_dict() for c in head + claims]
