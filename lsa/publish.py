@@ -276,15 +276,20 @@ def results_index(root: Path) -> str:
            "`MANIFEST.json`) instead of training: `make lab`, then open a notebook.", ""]
     for snapshot in sorted(p for p in root.iterdir() if (p / "stamp.json").exists()):
         stamp = json.loads((snapshot / "stamp.json").read_text())
-        claims = claims_table(pd.read_csv(snapshot / "claims.csv").to_dict(orient="records"))
+        raw = pd.read_csv(snapshot / "claims.csv")
+        claims = claims_table(raw.to_dict(orient="records"))
         name = snapshot.name
+        older = ("" if "origin" in raw else
+                 " Its verdicts predate the current rules (claims' origins, the verdict words "
+                 "of `docs/methods.md`, \"Verdicts\"): every claim of kind `paper` is counted "
+                 "as the paper's, in its own words; a republish judges it anew.")
         run_files = ("run files for the notebooks ([`MANIFEST.json`]"
                      f"({name}/MANIFEST.json))" if (snapshot / published.MANIFEST).exists()
                      else "no run files (notebooks need `make reproduce`)")
         out += [f"## `{name}`", "",
                 f"Commit `{stamp['commit'][:10]}`, run finished "
                 f"{(stamp['reproduce'].get('finished_utc') or '?')[:10]}; {run_files}.", "",
-                counts_sentence(*verdict_counts(claims)) + ".", "",
+                counts_sentence(*verdict_counts(claims)) + "." + older, "",
                 f"- [RESULTS.md]({name}/RESULTS.md): the premise gates, every claim with the "
                 f"paper's value, ours and the verdict, what moved; [STAMP.md]({name}/STAMP.md): "
                 "machine, packages, time",
