@@ -97,7 +97,7 @@ def check_devices(pipe: PipelineConfig, settings=None, env=None, cluster: bool =
     if torch.version.cuda is None:
         return [f"devices: the jobs claim up to {needed} GPU{'s' if needed > 1 else ''} each "
                 f"(workflow/settings.yaml), but torch {torch.__version__} is a CPU-only build: "
-                f"install a CUDA build ({TORCH_CUDA}; README, \"Running on a GPU\"), or set "
+                f"install a CUDA build ({TORCH_CUDA}; docs/gpu.md), or set "
                 f"{ALLOW_CPU}=1 to run them on the CPU"], []
     if cluster:  # the compute nodes have the GPUs, not the submitting host
         return [], []

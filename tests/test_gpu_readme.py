@@ -1,7 +1,8 @@
-"""The README's GPU section, command by command, run dry on this CPU machine: `make -n` for the
-make targets (and then what they run, with Snakemake replaced), the lsa commands in process
-with stand-in benchmark files, hf with --dry-run offline (its arguments accepted, the hub not
-reached). A command the section adds without a check here fails the test."""
+"""The GPU page (docs/gpu.md, linked from the README's GPU section), command by command, run
+dry on this CPU machine: `make -n` for the make targets (and then what they run, with
+Snakemake replaced), the lsa commands in process with stand-in benchmark files, hf with
+--dry-run offline (its arguments accepted, the hub not reached). A command the page adds
+without a check here fails the test."""
 
 import re
 import shlex
@@ -12,14 +13,11 @@ import pytest
 
 from conftest import ROOT, run
 
-SECTION = "## Running on a GPU or a cluster"
+PAGE = ROOT / "docs" / "gpu.md"
 
 
 def gpu_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(SECTION):]
-    section = section[:section.index("\n## ", len(SECTION))]
-    blocks = re.findall(r"```\n(.*?)```", section, flags=re.S)
+    blocks = re.findall(r"```\n(.*?)```", PAGE.read_text(), flags=re.S)
     assert len(blocks) == 2, "the section's two command blocks (gpu-small, paper)"
     return [line for block in blocks for line in block.splitlines() if line.strip()]
 
@@ -122,4 +120,4 @@ def test_every_gpu_command_of_the_readme_runs_dry(faked, tmp_path, monkeypatch, 
             options, args = create_command("install").parse_args(words[2:])
             assert args == ["bitsandbytes"] and options.editables == [".[slurm]"]
             checked += 1
-    assert checked == len(commands), "a README command this test does not know how to check"
+    assert checked == len(commands), "a command of docs/gpu.md this test does not know how to check"
