@@ -1,6 +1,8 @@
 """Statistics for verdicts: paired seed differences, accuracies, the correlations of Table 1,
-and every verdict rule of the project (``sign_verdict`` and its variants: one sign convention,
-``paper_sign``, the sign of the difference or correlation the paper reports).
+and every verdict rule of the project (``resolve_verdict`` for the paper's claims, against 0
+and against the paper's effect; ``sign_verdict`` and the controls' outcome words; one sign
+convention, ``paper_sign``, the sign of the difference or correlation the paper reports), the
+numbers a verdict carries (``edge_distance``, ``interval_p``) and the power computation.
 
 Everything here is a thin layer over ``scipy.stats`` (``ttest_1samp``-style t intervals,
 ``pearsonr``, ``spearmanr``, ``bootstrap``, ``permutation_test``); nothing is re-implemented
@@ -9,11 +11,12 @@ a table of models into the rows of Table 1.
 
 - **Paired seeds** (``paired_interval``): the effect of a change is the mean over seeds of the
   paired difference (changed run minus baseline, same seed, same data order); its uncertainty is
-  the Student t interval of that mean. A verdict is given only when the interval excludes 0
-  (``interval_verdict``); one seed gives no interval, so no verdict.
+  the Student t interval of that mean, read by ``resolve_verdict``; one seed gives no
+  interval, so no verdict.
 - **Correlations** (``correlation_rows``): for each predictor x score, Pearson r and Spearman
-  rho, each with a 95 % bootstrap interval (resampling models, BCa where it is defined, else
-  percentile) and a permutation p-value (two-sided, pairings permuted).
+  rho, each with a 95 % bootstrap interval (resampling models, or clusters of them where
+  ``groups`` are given; BCa where it is defined, else percentile) and a permutation p-value
+  (two-sided, pairings permuted).
 - **Which predictor is better** (``compare_predictors``): the difference of absolute
   correlations ``|r(a, score)| - |r(b, score)|`` with a bootstrap interval resampling models
   (both correlations on the same resample); "a predicts better" holds when the interval
@@ -80,8 +83,8 @@ def paired_interval(changed, baseline, confidence: float = 0.95) -> PairedInterv
 #
 # Every verdict compares an interval of a difference (changed - baseline, or a correlation)
 # with the paper's direction, ``paper_sign``: +1 when the paper reports a positive value (an
-# increase, a positive correlation), -1 a negative one. A verdict is given only when the
-# interval excludes 0.
+# increase, a positive correlation), -1 a negative one. A paper claim's verdict also says
+# where the interval lies against the paper's effect (``resolve_verdict``).
 
 
 #: every word a verdict can be, the one type of ``lsa.claims.Claim.verdict`` and of what the
