@@ -180,6 +180,16 @@ class Claim:
         return asdict(self)
 
 
+#: how a claim's evidence keeps the verdict a failed premise replaced (``held_note``:
+#: ``lsa.gates.apply_premise``, BABILong's cells; read back by ``lsa.headline``)
+HELD_NOTE = "[verdict if the premise held: {}]"
+
+
+def held_note(verdict: str) -> str:
+    """The words that keep ``verdict`` in a claim's evidence where a premise failed."""
+    return HELD_NOTE.format(verdict)
+
+
 def judged(low: float, high: float, paper_sign: int, effect: float | None = None,
            n: int | None = None) -> dict[str, Any]:
     """A claim's verdict (``lsa.stats.resolve_verdict``) with the numbers it rests on, as

@@ -294,13 +294,15 @@ def apply_premise(claims: list[dict[str, Any]], gates: list[Gate], required: Seq
     """``claims`` with every verdict (other than "not run") replaced by "premise not met" where
     the premise of its section (of its ``method``, where the section is gated per method)
     fails; the verdict the numbers would give is kept in the evidence."""
+    from lsa.claims import held_note
+
     out = []
     for claim in claims:
         claim = dict(claim)
         ok, _ = premise(gates, required, claim.get("method") or None)
         if not ok and claim["verdict"] != NOT_RUN:
-            claim["evidence"] = (f"{claim.get('evidence', '')} [verdict if the premise held: "
-                                 f"{claim['verdict']}]").strip()
+            claim["evidence"] = (f"{claim.get('evidence', '')} "
+                                 f"{held_note(claim['verdict'])}").strip()
             claim["verdict"] = PREMISE_NOT_MET
         out.append(claim)
     return out

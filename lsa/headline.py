@@ -16,6 +16,7 @@ import math
 import re
 from typing import Any
 
+from lsa.claims import HELD_NOTE
 from lsa.stats import EDGE, NOT_RUN, PREMISE_NOT_MET
 
 #: at most this many lines for the paper's claims
@@ -32,7 +33,7 @@ OBJECTIONS: dict[str, tuple[str, ...]] = {
 #: the outcomes of the project's controls that decide something (not "unclear")
 DECIDED = ("helps", "hurts", "lowers", "raises", "passes", "fails")
 
-_HELD = re.compile(r"\[verdict if the premise held: ([^\]]+)\]")
+_HELD = re.compile(re.escape(HELD_NOTE).replace(re.escape("{}"), r"([^\]]+)"))
 
 
 def _short(text: str, most: int = 160) -> str:
@@ -81,8 +82,9 @@ def paper_line(row: dict[str, Any], gates=None) -> str:
                 f"*{held.group(1) if held else 'nothing'}*, {_interval(row)})")
     if row["verdict"] == NOT_RUN:
         return text
-    ours = _interval(row) if _interval(row) != "no interval" else row["ours"]
-    text += f"; ours {ours}, the paper {row['paper']}"
+    interval = _interval(row)
+    text += f"; ours {row['ours'] if interval == 'no interval' else interval}, the paper " \
+            f"{row['paper']}"
     p_holm = row.get("p_holm")
     if p_holm is not None and isinstance(p_holm, float) and math.isfinite(p_holm):
         text += f"; Holm p {p_holm:.3g}"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from lsa.claims import PAPER, Claim, judged, paper
+from lsa.claims import PAPER, Claim, held_note, judged, paper
 from lsa.sections.babilong.tables import (
     accuracy_table,
     babilong_design,
@@ -56,10 +56,15 @@ def cell_premise(row: dict[str, Any], chance_pct: float, level: float = 0.95
                  + ("above chance" if met else "not above chance, the cell tests nothing"))
 
 
-def _with_premise(verdict: dict[str, Any], met: bool) -> dict[str, Any]:
-    """``verdict`` (``judged``'s keywords) under a cell's premise: "premise not met" where it
-    fails, the numbers kept."""
-    return verdict if met else {**verdict, "verdict": PREMISE_NOT_MET}
+def _under_premise(verdict: dict[str, Any], row: dict[str, Any], chance_pct: float,
+                   level: float) -> tuple[dict[str, Any], str]:
+    """``verdict`` (``judged``'s keywords) under the cell's premise (``cell_premise``):
+    "premise not met" where it fails, the numbers kept; and the evidence's first words, the
+    premise in numbers with the verdict it replaced (``lsa.gates.held_note``)."""
+    met, premise = cell_premise(row, chance_pct, level)
+    if met:
+        return verdict, premise
+    return {**verdict, "verdict": PREMISE_NOT_MET}, f"{premise} {held_note(verdict['verdict'])}"
 
 
 def _model(row: dict[str, Any]) -> tuple[str, str]:
@@ -142,15 +147,13 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
             text, grade = "not one of the paper's lengths (expected gain)", "?"
         else:
             text, grade = "beyond the paper's lengths (expected gain)", "?"
-        verdict = judged(row["ci_low"], row["ci_high"], +1, effect)
-        met, premise = cell_premise(row, length_chance, level)
+        verdict, premise = _under_premise(judged(row["ci_low"], row["ci_high"], +1, effect),
+                                          row, length_chance, level)
         claims.append(Claim(
             id=f"S5.4.{ident}", section=section,
             claim=f"CE + {alpha:g} misalign raises BABILong accuracy at {at}", paper=text,
-            grade=grade, ours=ours(row), **_with_premise(verdict, met),
-            evidence=f"{premise}"
-                     + ("" if met else f" [verdict if the premise held: {verdict['verdict']}]")
-                     + f"; {rule}; the {interval} against 0 and the paper's difference: "
+            grade=grade, ours=ours(row), **verdict,
+            evidence=f"{premise}; {rule}; the {interval} against 0 and the paper's difference: "
                      f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}",
             origin="paper" if key and evaluate else "extension"))
     if not depth.empty:
@@ -187,14 +190,12 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
                 length = int(lengths[tuple(row[g] for g in groups)])
                 what = f"{what} ({words}, {length} tokens)"
                 rule = f"{rule}; the paper's Table 7 is at 16384 tokens"
-            met, premise = cell_premise(row, chance("qa1"), level)
+            verdict, premise = _under_premise(verdict, row, chance("qa1"), level)
             claims.append(Claim(
                 id=f"S5.4.{ident}depth{pct_depth}", section=section,
                 claim=f"QA1 with CE + {alpha:g} misalign: {what}", paper=text, grade=grade,
-                ours=ours(row), **_with_premise(verdict, met),
-                evidence=f"{premise}"
-                         + ("" if met else f" [verdict if the premise held: {verdict['verdict']}]")
-                         + f"; {rule}; {interval}; "
+                ours=ours(row), **verdict,
+                evidence=f"{premise}; {rule}; {interval}; "
                          f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}",
                 origin="paper" if grade != "?" and evaluate else "extension"))
     return [c.to_dict() for c in claims]

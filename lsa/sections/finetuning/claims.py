@@ -27,6 +27,23 @@ def _verdict_words(row, effect: float | None, unit: str) -> tuple[dict[str, Any]
             resolution_text(row.low, row.high, effect, unit))
 
 
+def _paper_ppl(method: str, effect: float) -> tuple[str, str] | None:
+    """(the paper's perplexity change for ``method`` in words, its grade); None for a method
+    the paper's tables do not have."""
+    key = PAPER_ROWS.get(method)
+    if not key:
+        return None
+    ce, reg = paper(f"{key}/ce/ppl"), paper(f"{key}/a0.1/ppl")
+    return (f"PPL {ce.value} -> {reg.value} ({reg.value - ce.value:+.2f}; {effect:+.3f} nats)",
+            reg.grade)
+
+
+def _nll_interval(row) -> str:
+    """A paired-effect row's interval in words (two or more seeds)."""
+    return (f"{row.seeds} seeds, 95 % t interval of the paired NLL difference "
+            f"[{row.low:+.3g}, {row.high:+.3g}] nats")
+
+
 def paper_length_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec. 5.2"
                         ) -> list[Claim]:
     """The paper's perplexity claims where the paper measured them (``PAPER_PPL_MULTIPLE``: 1x
@@ -44,18 +61,16 @@ def paper_length_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "
             continue
         row = next(rows.itertuples())
         effect, source = paper_effect_nats(method)
-        key = PAPER_ROWS[method]
-        ce, reg = paper(f"{key}/ce/ppl"), paper(f"{key}/a0.1/ppl")
+        found = _paper_ppl(method, effect)
+        assert found is not None  # every method of PAPER_PPL_MULTIPLE has a row of the paper's
+        paper_text, grade = found
         verdict, resolves = _verdict_words(row, effect, " nats")
-        interval = ("1 seed: no interval" if row.seeds < 2 else
-                    f"{row.seeds} seeds, 95 % t interval of the paired NLL difference "
-                    f"[{row.low:+.3g}, {row.high:+.3g}] nats")
+        interval = "1 seed: no interval" if row.seeds < 2 else _nll_interval(row)
         claims.append(Claim(
             id=f"S5.{method}", section=section,
             claim=f"CE + {alpha:g} misalign lowers perplexity at the paper's length, "
                   f"{multiple}x l_train ({method})",
-            paper=f"PPL {ce.value} -> {reg.value} ({reg.value - ce.value:+.2f}; "
-                  f"{effect:+.3f} nats)", grade=reg.grade,
+            paper=paper_text, grade=grade,
             ours=f"NLL {row.baseline:.4f} -> {row.regularized:.4f} nats ({row.delta:+.3g}); "
                  f"PPL {math.exp(row.baseline):.4g} -> {math.exp(row.regularized):.4g}; lower in "
                  f"{row.wins}/{row.seeds} seed(s)",
@@ -87,18 +102,12 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
     for i, row in enumerate(ppl.itertuples(), start=1):
         method = row.method
         effect, source = paper_effect_nats(method)
-        key = PAPER_ROWS.get(method)
-        if key:
-            ce, reg = paper(f"{key}/ce/ppl"), paper(f"{key}/a0.1/ppl")
-            paper_text, grade = (f"PPL {ce.value} -> {reg.value} "
-                                 f"({reg.value - ce.value:+.2f}; {effect:+.3f} nats)", reg.grade)
-        else:
-            paper_text, grade = "not in the paper's tables (expected lower)", "?"
+        paper_text, grade = (_paper_ppl(method, effect)
+                             or ("not in the paper's tables (expected lower)", "?"))
         n = nll.loc[method]
         verdict, resolves = _verdict_words(n, effect, " nats")
         note = ("1 seed: no interval, no verdict" if n.seeds < 2 else
-                f"{n.seeds} seeds, 95 % t interval of the paired NLL difference "
-                f"[{n.low:+.3g}, {n.high:+.3g}] nats; {resolves}, {source}")
+                f"{_nll_interval(n)}; {resolves}, {source}")
         claims.append(Claim(
             id=f"S5.{i}", section=section,
             claim=f"CE + {alpha:g} misalign lowers long-window perplexity ({method})",
