@@ -140,10 +140,14 @@ class Setup:
             return False
         plan = RunSet(self.pipe, root=snapshot.runs)
         spec = self.pipe.sections[self.section]
-        if any(not r.finished for r in plan.used_by(spec.uses_runs)) or (
-                spec.needs and not snapshot.sections.is_dir()):
-            print(f"{snapshot.describe()}: it lacks runs of this configuration (it was "
-                  "published from another), so it is not read")
+        lacking = [r.id for r in plan.used_by(spec.uses_runs) if not r.finished]
+        if lacking or (spec.needs and not snapshot.sections.is_dir()):
+            named = ", ".join(lacking[:3]) + (f" and {len(lacking) - 3} more"
+                                              if len(lacking) > 3 else "")
+            print(f"{snapshot.describe()}: it lacks runs of this configuration "
+                  f"({named or 'the sections it gathers'}; it was published from another: a "
+                  "changed setting, or other input files such as $LSA_DATA_DIR's bAbI, "
+                  "give other run ids), so it is not read")
             return False
         self.plan, self.snapshot = plan, snapshot
         print(f"{snapshot.describe()}: this notebook's runs are not made here, so it "

@@ -85,6 +85,9 @@ def test_the_published_mini_reanalyses_to_its_claims_and_gates(tmp_path, monkeyp
     """Sections 4-5 of the published ``mini`` re-analysed from its snapshot alone (no run
     made here) give every claim of its claims.csv and every gate of its gates.json."""
     monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path))
+    # mini was published from the built-in bAbI generator (its STAMP): with $LSA_DATA_DIR's
+    # bAbI files (as in CI) the BABILong runs are another configuration, with other ids
+    monkeypatch.delenv("LSA_DATA_DIR", raising=False)
     claims = pd.read_csv(PUBLISHED / "claims.csv", keep_default_na=False, dtype=str)
     gates = json.loads((PUBLISHED / "gates.json").read_text())
     assert published.load("mini") is not None             # every file as its manifest says
@@ -101,3 +104,26 @@ def test_the_published_mini_reanalyses_to_its_claims_and_gates(tmp_path, monkeyp
     assert len(ours) == len(theirs) > 0
     for column in ("id", "section", "origin", "claim", "paper", "ours", "verdict", "evidence"):
         assert list(ours[column]) == list(theirs[column]), column
+
+
+@pytest.mark.skipif(not (PUBLISHED / published.MANIFEST).exists(),
+                    reason="mini is published without run files")
+def test_a_snapshot_from_other_inputs_is_not_read_and_says_which_runs(tmp_path, monkeypatch,
+                                                                      capsys):
+    """mini was published from the built-in bAbI generator: with bAbI files in $LSA_DATA_DIR
+    the BABILong runs have other ids, so section 5 does not read the snapshot and names the
+    runs it lacks; a section that reads no BABILong run still reads it."""
+    from lsa.data.babi import TASK_FILES
+
+    folder = tmp_path / "data" / "babi" / "tasks_1-20_v1-2" / "en-10k"
+    folder.mkdir(parents=True)
+    for name in TASK_FILES.values():
+        for split in ("train", "test"):
+            (folder / f"{name}_{split}.txt").write_text("")
+    monkeypatch.setenv("LSA_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path / "out"))
+    assert open_section("05_babilong", profile="mini").snapshot is None
+    said = capsys.readouterr().out
+    assert "it lacks runs of this configuration (babilong_pi_a0_s0-" in said
+    assert "$LSA_DATA_DIR's bAbI" in said
+    assert open_section("03_regularized_finetuning", profile="mini").snapshot is not None
