@@ -287,6 +287,92 @@ def seeds_for_power(sd: float, effect: float, power: float = 0.8, alpha: float =
     return None
 
 
+@dataclass(frozen=True)
+class Components:
+    """The two levels of a nested design (``variance_components``): the standard deviation
+    between groups (bases, training seeds) beyond what their members' noise explains, and
+    within them (seeds in a base, answers in a seed), with their degrees of freedom and the
+    members per group (the mean where unequal)."""
+
+    between: float
+    within: float
+    df_between: int
+    df_within: int
+    per_group: float
+    groups: int
+    #: the mean squares and the effective group size (n0) the components come from
+    ms_between: float = math.nan
+    ms_within: float = math.nan
+    n0: float = math.nan
+
+    def between_upper(self, level: float = 0.8) -> float:
+        """The one-sided ``level`` upper bound of ``between``: the mean square between groups
+        at its chi-square upper bound, less the within share, over n0 (positive even where the
+        point estimate is 0: few groups cannot show a group effect to be absent). NaN
+        without a degree of freedom between groups."""
+        from scipy import stats
+
+        if not (self.df_between >= 1 and math.isfinite(self.ms_between)):
+            return math.nan
+        upper = self.ms_between * self.df_between / stats.chi2.ppf(1 - level, self.df_between)
+        within = self.ms_within if math.isfinite(self.ms_within) else 0.0
+        return math.sqrt(max(upper - within, 0.0) / self.n0)
+
+
+def variance_components(values, groups) -> Components:
+    """One-way random-effects components by the method of moments (the ANOVA estimator):
+    ``within`` from the pooled variance inside groups, ``between`` from the spread of the group
+    means less the share the within noise explains (floored at 0: a spread no larger than the
+    noise estimates no group effect). Unequal groups use the usual n0 in place of the group
+    size. NaN where a level has no degree of freedom."""
+    frame = {}
+    for g, v in zip(np.asarray(groups), np.asarray(values, dtype=float)):
+        if math.isfinite(v):
+            frame.setdefault(g, []).append(v)
+    sizes = np.array([len(v) for v in frame.values()], dtype=float)
+    k, total = len(frame), float(sizes.sum())
+    df_within, df_between = int(total - k), k - 1
+    means = np.array([np.mean(v) for v in frame.values()])
+    ss_within = sum(float(((np.asarray(v) - np.mean(v)) ** 2).sum()) for v in frame.values())
+    ms_within = ss_within / df_within if df_within > 0 else math.nan
+    n0 = ((total - (sizes ** 2).sum() / total) / df_between) if df_between > 0 else math.nan
+    ms_between = between = math.nan
+    if df_between > 0:
+        grand = float((sizes * means).sum() / total)
+        ms_between = float((sizes * (means - grand) ** 2).sum() / df_between)
+        within_share = ms_within if math.isfinite(ms_within) else 0.0
+        between = math.sqrt(max(ms_between - within_share, 0.0) / n0)
+    return Components(between=between, within=math.sqrt(ms_within) if df_within > 0
+                      else math.nan, df_between=df_between, df_within=df_within,
+                      per_group=float(sizes.mean()) if k else math.nan, groups=k,
+                      ms_between=ms_between, ms_within=ms_within, n0=n0)
+
+
+def groups_for_power(effect: float, between: float, within: float, per_group: int,
+                     power: float = 0.8, alpha: float = 0.05, most: int = 1000) -> int | None:
+    """The fewest groups (bases, or training seeds) whose t test over the group means, each
+    the mean of ``per_group`` members (seeds, or answers), detects ``effect`` with probability
+    ``power``: a group mean has standard deviation sqrt(between^2 + within^2 / per_group)
+    (``seeds_for_power`` on it). None beyond ``most``, or where a component is unknown."""
+    sd = math.sqrt(between ** 2 + within ** 2 / per_group) if per_group >= 1 else math.nan
+    return seeds_for_power(sd, effect, power, alpha, most)
+
+
+def nested_t_interval(values, groups, confidence: float = 0.95) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean over groups of the group means (each group weighs
+    alike) with the Student t interval over those means (groups - 1 degrees of freedom): the
+    interval of a nested design whose groups (bases) are a random factor and whose members
+    (seeds) are nested in them. NaN bounds below two groups."""
+    means: dict[Any, list[float]] = {}
+    for g, v in zip(np.asarray(groups), np.asarray(values, dtype=float)):
+        means.setdefault(g, []).append(float(v))
+    group_means = np.array([np.mean(v) for v in means.values()])
+    if group_means.size == 0:
+        return math.nan, math.nan, math.nan
+    ci = paired_interval(group_means, np.zeros_like(group_means), confidence)
+    return ci.mean, ci.low, ci.high
+
+
 def interval_verdict(interval: PairedInterval, paper_sign: int) -> Verdict:
     """``sign_verdict`` of a paired seed interval (``not run`` without data)."""
     if math.isnan(interval.mean):

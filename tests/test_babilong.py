@@ -512,6 +512,35 @@ def test_a_gain_only_one_seed_shows_is_not_a_verdict():
     assert sign_verdict(row["ci_low"], row["ci_high"], +1) == "inconclusive"
 
 
+def test_a_cell_says_how_many_seeds_it_would_need():
+    """The two components of the cell above (seed 0 gains 40 of 100 answers, seed 1 none): the
+    answers' SD within a seed and the seeds' beyond it, each by hand; the seeds the paper's
+    effect would need come from ``groups_for_power`` at the seed SD's 80 % upper bound, fewer
+    with 4x the answers; one seed plans nothing."""
+    import numpy as np
+
+    from lsa.sections.babilong.tables import cell_needs, paired_accuracy
+    from lsa.stats import groups_for_power
+
+    ce = [0] * 100
+    rows = answers({(0.0, 0): ce, (0.1, 0): [1] * 40 + [0] * 60,
+                    (0.0, 1): ce, (0.1, 1): ce})
+    (row,) = paired_accuracy(rows, ["multiple"], 0.1).to_dict(orient="records")
+    within = np.var([100] * 40 + [0] * 60, ddof=1) / 2   # seed 1's variance is 0: pooled
+    ms_between = 100 * ((40 - 20) ** 2 + (0 - 20) ** 2)  # 100 answers x the seed means' spread
+    assert row["sd_answers"] == pytest.approx(np.sqrt(within))
+    assert row["sd_seeds"] == pytest.approx(np.sqrt((ms_between - within) / 100))
+    assert row["per_seed"] == 100 and row["df_seeds"] == 1
+    text = cell_needs(row, 40.0)
+    n1 = groups_for_power(40.0, row["sd_seeds_upper"], row["sd_answers"], 100)
+    n4 = groups_for_power(40.0, row["sd_seeds_upper"], row["sd_answers"], 400)
+    assert 2 < n4 <= n1 and text.startswith(f"80 % power against +40 points needs {n1} seeds "
+                                            f"of 100 answers or {n4} seeds of 400 answers")
+    one = answers({(0.0, 0): ce, (0.1, 0): [1] * 40 + [0] * 60})
+    (row,) = paired_accuracy(one, ["multiple"], 0.1).to_dict(orient="records")
+    assert cell_needs(row, 8.0) == "seeds needed: not computable (one seed)"
+
+
 def test_gate_and_depth_zero_use_intervals():
     import pandas as pd
 

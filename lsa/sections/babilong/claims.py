@@ -22,6 +22,7 @@ from lsa.sections.babilong.tables import (
     babilong_design,
     babilong_groups,
     babilong_length,
+    cell_needs,
     chance,
     gate_by,
     gate_rows,
@@ -154,7 +155,8 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
             claim=f"CE + {alpha:g} misalign raises BABILong accuracy at {at}", paper=text,
             grade=grade, ours=ours(row), **verdict,
             evidence=f"{premise}; {rule}; the {interval} against 0 and the paper's difference: "
-                     f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}",
+                     f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}"
+                     + (f"; {cell_needs(row, effect)}" if effect else ""),
             origin="paper" if key and evaluate else "extension"))
     if not depth.empty:
         by_depth = paired_accuracy(depth, [*groups, "depth"], alpha, level)
@@ -178,12 +180,13 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
                            "(the paper: no change)"))
                 rule = ("comparable = the interval within +-5 points; beyond them: disagrees; "
                         "across a margin: underpowered")
-                effect = 5.0
+                effect, needs = 5.0, "an equivalence claim: its seeds are not planned here"
             else:
                 verdict = judged(row["ci_low"], row["ci_high"], +1, effect)
                 what = f"better at depth {pct_depth} %"
                 rule = ("agrees = the interval above 0; across 0, held against the paper's "
                         "difference")
+                needs = cell_needs(row, effect) if effect else ""
             ident, words = _model(row)
             if evaluate:
                 assert lengths is not None  # the evaluate design groups by model
@@ -196,6 +199,7 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
                 claim=f"QA1 with CE + {alpha:g} misalign: {what}", paper=text, grade=grade,
                 ours=ours(row), **verdict,
                 evidence=f"{premise}; {rule}; {interval}; "
-                         f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}",
+                         f"{resolution_text(row['ci_low'], row['ci_high'], effect, ' points')}"
+                         + (f"; {needs}" if needs else ""),
                 origin="paper" if grade != "?" and evaluate else "extension"))
     return [c.to_dict() for c in claims]

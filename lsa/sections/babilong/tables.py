@@ -5,12 +5,19 @@ by test prompt, the sanity gate's rows and the design's columns. Their verdicts:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from lsa.data.babi import TASK_LABELS
-from lsa.stats import paired_proportion_interval, two_level_interval, wilson_interval
+from lsa.stats import (
+    groups_for_power,
+    paired_proportion_interval,
+    two_level_interval,
+    variance_components,
+    wilson_interval,
+)
 
 # Here the noise that matters is the test sample's: a cell holds a few hundred 0/1 answers, and
 # the training seed's: a run trained once more can answer differently. Accuracies carry a
@@ -128,7 +135,11 @@ def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: floa
     another's does not is not read as an effect; with 2 seeds the t interval over the seed
     means (``seed_t_interval``) or, where wider, the answers' interval. ``answers_low`` /
     ``answers_high``: the interval over test answers alone (``paired_proportion_interval``),
-    for comparison; the spread of the per-seed differences is ``seed_std`` (``seeds`` seeds).
+    for comparison; the spread of the per-seed differences is ``seed_std`` (``seeds`` seeds),
+    and its two parts (``lsa.stats.variance_components``) ``sd_seeds`` (between seeds beyond
+    the answers' noise, ``df_seeds``) and ``sd_answers`` (a paired answer's, within a seed),
+    ``per_seed`` answers each, and ``sd_seeds_upper`` (its 80 % upper bound): what
+    ``cell_needs`` plans from.
     Answers pair by method too when the rows carry one; two answers of one model to the same
     prompt are an error."""
     method = ["method"] if "method" in rows else []
@@ -150,12 +161,44 @@ def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: floa
             # widened to the answers' own interval (two equal seed means give t no width)
             t_low, t_high = seed_t_interval(per_seed.to_numpy(), level)
             low, high = min(t_low, 100 * a_low), max(t_high, 100 * a_high)
+        parts = variance_components(diff.to_numpy(), sub["seed"].to_numpy())
         out.append({**dict(zip(by, cell if isinstance(cell, tuple) else (cell,))),
                     "ce": 100 * sub["correct_ce"].mean(), "reg": 100 * sub["correct_reg"].mean(),
                     "delta": diff.mean(), "ci_low": low, "ci_high": high,
                     "answers_low": 100 * a_low, "answers_high": 100 * a_high,
-                    "n": len(diff), "seeds": len(per_seed), "seed_std": per_seed.std(ddof=1)})
+                    "n": len(diff), "seeds": len(per_seed), "seed_std": per_seed.std(ddof=1),
+                    "sd_seeds": parts.between, "df_seeds": parts.df_between,
+                    "sd_seeds_upper": parts.between_upper(),
+                    "sd_answers": parts.within, "per_seed": parts.per_group})
     return pd.DataFrame(out)
+
+
+#: the answers per seed ``cell_needs`` also plans at, as multiples of a cell's own
+ANSWER_MULTIPLES = (1, 4)
+
+
+def cell_needs(row: dict[str, Any], effect: float, power: float = 0.8, alpha: float = 0.05
+               ) -> str:
+    """How many training seeds a cell of ``paired_accuracy`` would need for ``power`` against
+    the paper's ``effect`` (points), at its own answers per seed and at 4x as many: the t test
+    over seed means (``lsa.stats.groups_for_power``) with the between-seed SD at its 80 %
+    upper confidence bound (``Components.between_upper``; a point estimate from 1-2 seeds is
+    no plan) and the answers' SD as measured. In words, for the cell's evidence."""
+    between = row["sd_seeds_upper"]
+    if not (math.isfinite(between) and math.isfinite(row["sd_answers"]) and effect):
+        return "seeds needed: not computable (one seed)"
+    per_seed = int(round(row["per_seed"]))
+    found = []
+    for multiple in ANSWER_MULTIPLES:
+        n = groups_for_power(effect, between, row["sd_answers"], per_seed * multiple, power,
+                             alpha)
+        found.append(f"{n if n is not None else '> 1000'} seeds of {per_seed * multiple} "
+                     "answers")
+    seeds = (f"seed SD {row['sd_seeds']:.1f}, 80 % upper bound {between:.1f}" if between > 0
+             else "the seeds' spread within the answers' noise even at its 80 % upper bound, so "
+                  "answers alone: a lower bound")
+    return (f"{100 * power:g} % power against {effect:+g} points needs "
+            + " or ".join(found) + f" ({seeds}; answer SD {row['sd_answers']:.0f} points)")
 
 
 def chance(task: str) -> float:
