@@ -169,6 +169,9 @@ class Claim:
     effect: float = math.nan
     edge: float = math.nan
     p: float = math.nan
+    #: what the verdict rests on: the clusters of units (trained models) without any one of
+    #: which it changes ("" where none does, or where the claim was not refitted without them)
+    rests_on: str = ""
 
     def __post_init__(self) -> None:
         if self.kind == "control":
@@ -214,6 +217,7 @@ def claims_table(claims: list[dict[str, Any]]):
     table = pd.DataFrame(claims, columns=COLUMNS)
     table["kind"] = table["kind"].fillna("paper")
     table["method"] = table["method"].astype(object).fillna("")
+    table["rests_on"] = table["rests_on"].astype(object).fillna("")  # older snapshots: none
     # an older snapshot's rows have no origin: a paper claim was counted as the paper's
     table["origin"] = table["origin"].astype(object).where(
         table["origin"].notna(), table["kind"].map({"paper": "paper", "control": "control"}))
@@ -223,7 +227,7 @@ def claims_table(claims: list[dict[str, Any]]):
 #: a claims table's columns (``claims.csv``): the record's fields, then ``p_holm``
 #: (``with_holm``, over every section's claims: the report's table)
 COLUMNS = ["id", "section", "kind", "origin", "method", "claim", "paper", "grade", "ours",
-           "verdict", "evidence", "low", "high", "effect", "edge", "p", "p_holm"]
+           "verdict", "evidence", "rests_on", "low", "high", "effect", "edge", "p", "p_holm"]
 #: the family level of Holm's correction
 ALPHA = 0.05
 
@@ -268,12 +272,16 @@ def holm_sentence(table) -> str:
 
 def display(table):
     """A claims table as a reader sees it: the verdict marked "(edge)" where an interval end
-    lies within ``EDGE`` half-widths of its boundary, the p-values in words, the raw interval
-    columns (already in ``evidence``) left out."""
+    lies within ``EDGE`` half-widths of its boundary and "(rests on <cluster>)" where leaving
+    one cluster out changes it, the p-values in words, the raw interval columns (already in
+    ``evidence``) left out."""
     table = table.copy()
     edge = (table["edge"].astype(float) < EDGE) & ~table["verdict"].isin([PREMISE_NOT_MET,
                                                                            NOT_RUN])
     table["verdict"] = table["verdict"].where(~edge, table["verdict"] + " (edge)")
+    rests = table["rests_on"].astype(str).str.len() > 0
+    table["verdict"] = table["verdict"].where(~rests, table["verdict"] + " (rests on "
+                                              + table["rests_on"].astype(str) + ")")
 
     def p_words(value) -> str:
         return "" if value is None or (isinstance(value, float) and math.isnan(value)) else \
@@ -281,7 +289,7 @@ def display(table):
 
     table["p"] = table["p"].map(p_words)
     holm = table["p_holm"].map(p_words)
-    table = table.drop(columns=["low", "high", "effect", "edge", "p_holm"]
+    table = table.drop(columns=["low", "high", "effect", "edge", "p_holm", "rests_on"]
                        + ([] if table["p"].str.len().any() else ["p"]))
     if holm.str.len().any():
         table["p (Holm)"] = holm

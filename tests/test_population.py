@@ -187,8 +187,8 @@ def test_unit_influence_leaves_each_unit_out_and_shifts_from_the_full_fit():
     t = models(12).assign(unit=[f"u{i}" for i in range(12)], kind="probe")
     t.loc[11, "score_4x"] = 5.0  # one unit far from the line
     inf = tables.unit_influence(t, "score_4x", n_resamples=200)
-    assert len(inf) == 24 and set(inf["statistic"]) == {"r(misalignment)", "jeffreys - entropy"}
-    assert (inf["n"] == 11).all()
+    assert len(inf) == 48 and set(inf["statistic"]) == set(tables.INFLUENCE)
+    assert (inf["n"] == 11).all() and (inf["units"] == 1).all()   # no clusters: one unit each
     r = inf[inf["statistic"] == "r(misalignment)"].set_index("unit")
     full = np.corrcoef(t["misalignment"], t["score_4x"])[0, 1]
     assert r.loc["u11", "value"] == pytest.approx(-1.0)  # the rest lie on the line
@@ -200,15 +200,38 @@ def test_unit_influence_leaves_each_unit_out_and_shifts_from_the_full_fit():
     d = inf[inf["statistic"] == "jeffreys - entropy"].set_index("unit")
     assert d.loc["u3", "value"] == pytest.approx(by_hand)
     assert tables.unit_influence(t.head(5), "score_4x").empty
+    t3 = inf[inf["statistic"] == "misalignment - train_loss"].set_index("unit")
+    by_hand = -(np.corrcoef(rest["misalignment"], rest["score_4x"])[0, 1]
+                - np.corrcoef(rest["train_loss"], rest["score_4x"])[0, 1])
+    assert t3.loc["u3", "value"] == pytest.approx(by_hand)
+    assert t3.loc["u3", "r_better"] == pytest.approx(
+        np.corrcoef(rest["misalignment"], rest["score_4x"])[0, 1])
+
+
+def test_influence_leaves_a_cluster_out_whole():
+    """The base model and its RoPE copies are one trained model: left out together, as one
+    row per statistic that counts its units; the rest keep their own clusters."""
+    t = models(12).assign(unit=[f"u{i}" for i in range(12)],
+                          kind=["base model"] + ["base + RoPE, no fine-tuning"] * 4
+                          + ["fine-tuning run"] * 7)
+    t["cluster"] = tables.clusters(t)
+    inf = tables.unit_influence(t, "score_4x", n_resamples=200)
+    r = inf[inf["statistic"] == "r(misalignment)"].set_index("unit")
+    assert list(r.index) == ["base model"] + [f"u{i}" for i in range(5, 12)]
+    assert r.loc["base model", "units"] == 5 and r.loc["base model", "n"] == 7
+    rest = t.iloc[5:]
+    assert r.loc["base model", "value"] == pytest.approx(
+        np.corrcoef(rest["misalignment"], rest["score_4x"])[0, 1])
+    assert r.loc["base model", "kind"] == "base model, base + RoPE, no fine-tuning"
 
 
 def test_the_influence_audit_fails_when_one_unit_moves_an_interval_across_0():
     rows = pd.DataFrame([{"predictor": "misalignment", "method": "pearson", "score": "s",
                           "r": -0.6, "low": -0.9, "high": -0.2, "p_permutation": 0.01, "n": 12}])
     inf = pd.DataFrame([
-        {"unit": "base", "kind": "base model", "statistic": "r(misalignment)", "value": -0.3,
-         "low": -0.7, "high": 0.1, "shift": 0.3, "n": 11},
-        {"unit": "pi CE", "kind": "fine-tuning run", "statistic": "r(misalignment)",
+        {"unit": "base", "kind": "base model", "units": 1, "statistic": "r(misalignment)",
+         "value": -0.3, "low": -0.7, "high": 0.1, "shift": 0.3, "n": 11},
+        {"unit": "pi CE", "kind": "fine-tuning run", "units": 1, "statistic": "r(misalignment)",
          "value": -0.62, "low": -0.9, "high": -0.25, "shift": -0.02, "n": 11}])
     claims = {c["id"]: c for c in table1_claims(rows, pd.DataFrame(), pd.DataFrame(),
                                                 pd.DataFrame(), None, "s", 200, inf)}
@@ -220,6 +243,37 @@ def test_the_influence_audit_fails_when_one_unit_moves_an_interval_across_0():
                                                 pd.DataFrame(), None, "s", 200, steady)}
     assert claims["T1.8"]["verdict"] == "passes" and "0 of 2 fits change side" \
         in claims["T1.8"]["ours"]
+
+
+def test_a_paper_claim_names_the_cluster_its_verdict_rests_on():
+    """T1.1's verdict with every unit (r -0.6 [-0.9, -0.2] against the paper's -0.85:
+    agrees) changes without the base model (-0.3 [-0.7, +0.1]: smaller than the paper's effect,
+    as it excludes -0.85), not without a
+    fine-tuning run: the row says it rests on the base model, with the refit's numbers, and
+    the table a reader sees marks the verdict."""
+    from lsa.claims import claims_table, display
+
+    rows = pd.DataFrame([{"predictor": "misalignment", "method": "pearson", "score": "s",
+                          "r": -0.6, "low": -0.9, "high": -0.2, "p_permutation": 0.01, "n": 12}])
+    inf = pd.DataFrame([
+        {"unit": "base model", "kind": "base model", "units": 5, "statistic": "r(misalignment)",
+         "value": -0.3, "low": -0.7, "high": 0.1, "shift": 0.3, "n": 7},
+        {"unit": "pi CE", "kind": "fine-tuning run", "units": 1, "statistic": "r(misalignment)",
+         "value": -0.62, "low": -0.9, "high": -0.25, "shift": -0.02, "n": 11}])
+    claims = {c["id"]: c for c in table1_claims(rows, pd.DataFrame(), pd.DataFrame(),
+                                                pd.DataFrame(), None, "s", 200, inf)}
+    t11 = claims["T1.1"]
+    assert t11["verdict"] == "agrees" and t11["rests_on"] == "base model"
+    assert ("rests on base model (1 of 2 clusters left out in turn change the verdict): "
+            "without base model (5 units) -0.30 [-0.70, +0.10], smaller than the paper's effect") \
+        in t11["evidence"]
+    shown = display(claims_table(list(claims.values()))).set_index("id")
+    assert shown.loc["T1.1", "verdict"] == "agrees (rests on base model)"
+    inf.loc[0, ["value", "low", "high"]] = [-0.55, -0.88, -0.15]   # now no cluster moves it
+    again = {c["id"]: c for c in table1_claims(rows, pd.DataFrame(), pd.DataFrame(),
+                                               pd.DataFrame(), None, "s", 200, inf)}["T1.1"]
+    assert again["rests_on"] == "" and "no one cluster changes the verdict (2 left out" \
+        in again["evidence"]
 
 
 @pytest.mark.parametrize("low, high, verdict", [

@@ -222,8 +222,40 @@ def table1_claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
                  f"{worst['high']:+.2f}]",
             verdict=outcome, evidence="passes when every interval is below 0", kind="control"))
     if influence is not None and not influence.empty:
+        by_id = {c.id: c for c in out}
+        verdicts = {"T1.1": ("r(misalignment)", lambda r: judged(r["low"], r["high"], -1,
+                                                                 mis.value)["verdict"]),
+                    "T1.2": ("r(train_loss)", lambda r: judged(r["low"], r["high"], -1,
+                                                               ce.value)["verdict"]),
+                    "T1.3": ("misalignment - train_loss", lambda r: signed(
+                        {**r, "difference": r["value"], "better": "misalignment",
+                         "right_sign": -r["r_better"] > 0},
+                        ce.value - mis.value)[0])}
+        for cid, (stat, verdict_of) in verdicts.items():
+            if cid in by_id:
+                _rest_on(by_id[cid], influence[influence["statistic"] == stat], verdict_of)
         out.append(_influence_claim(influence, pear, comp, score))
     return [c.to_dict() for c in out]
+
+
+def _rest_on(claim: Claim, refits: pd.DataFrame, verdict_of) -> None:
+    """Issue 45 (7): the clusters without any one of which ``claim``'s verdict changes, from
+    the refits without each cluster (``tables.unit_influence``) judged by ``verdict_of``, as
+    the claim's ``rests_on`` with the refits' numbers in its evidence."""
+    if refits.empty:
+        return
+    moved = [(r, v) for r in refits.to_dict(orient="records")
+             if (v := verdict_of(r)) != claim.verdict]
+    if not moved:
+        claim.evidence += (f"; no one cluster changes the verdict ({len(refits)} left out in "
+                           "turn)")
+        return
+    claim.rests_on = ", ".join(str(r["unit"]) for r, _ in moved)
+    claim.evidence += (f"; rests on {claim.rests_on} ({len(moved)} of {len(refits)} clusters "
+                       "left out in turn change the verdict): " + "; ".join(
+                           f"without {r['unit']} ({r['units']} units) {r['value']:+.2f} "
+                           f"[{r['low']:+.2f}, {r['high']:+.2f}], {v}" for r, v in moved[:3])
+                       + (" ..." if len(moved) > 3 else ""))
 
 
 def _side(low: float, high: float) -> int:
@@ -233,8 +265,9 @@ def _side(low: float, high: float) -> int:
 
 def _influence_claim(influence: pd.DataFrame, pear: pd.DataFrame, comp: pd.DataFrame,
                      score: str) -> Claim:
-    """T1.8 (audit 5): does one unit carry T1.1 or T1.4? It passes when no unit left out moves
-    either interval to another side of 0 than the fit on every unit has."""
+    """T1.8 (audit 5): does one cluster of units (one trained model) carry T1.1 or T1.4? It
+    passes when no cluster left out moves either interval to another side of 0 than the fit
+    on every unit has."""
     full = {}
     if "misalignment" in pear.index:
         full["r(misalignment)"] = pear.loc["misalignment"]
@@ -257,10 +290,12 @@ def _influence_claim(influence: pd.DataFrame, pear: pd.DataFrame, comp: pd.DataF
         parts.append("changed by: " + ", ".join(flips[:6]) + (" ..." if len(flips) > 6 else ""))
     return Claim(
         id="T1.8", section="Sec. 4.1 (audit 5)",
-        claim="No single unit carries the correlation (T1.1) or the alignment part's lead (T1.4)",
+        claim="No single trained model carries the correlation (T1.1) or the alignment part's "
+              "lead (T1.4)",
         paper="not tested", grade="?", ours="; ".join(parts), verdict=outcome,
-        evidence="each unit left out in turn; passes when no fit's interval changes its side "
-                 "of 0 (below, across, above) from the fit on every unit", kind="control")
+        evidence="each cluster of units (a trained model and its RoPE copies) left out in "
+                 "turn; passes when no fit's interval changes its side of 0 (below, across, "
+                 "above) from the fit on every unit", kind="control")
 
 
 def label_change_text(top1: pd.DataFrame) -> str:

@@ -71,8 +71,9 @@ def figure_l2_sce(setup: Setup, result: Result):
 
 
 def figure_influence(setup: Setup, result: Result):
-    """Audit 5: T1.1's r and T1.4's signed difference with each unit left out in turn, against
-    the fit on every unit (None without the table)."""
+    """Audit 5: T1.1's and T1.2's r and T1.3's and T1.4's signed differences with each cluster
+    of units (one trained model) left out in turn, against the fit on every unit (None
+    without the table)."""
     table = result.audit_influence
     if not len(table):
         return None
@@ -86,10 +87,10 @@ def figure_influence(setup: Setup, result: Result):
                     fmt="o", ms=3, capsize=2, color="tab:blue")
         ax.axvline(0, color="grey", lw=0.8)
         ax.axvline((sub["value"] - sub["shift"]).iloc[0], color="black", ls="--", lw=0.8)
-        ax.set(xlabel=f"{name} without the unit\n(dashed: every unit; 95 % interval)",
+        ax.set(xlabel=f"{name} without the cluster\n(dashed: every unit; 95 % interval)",
                yticks=sub.index, yticklabels=sub["unit"])
-    axes[0][0].invert_yaxis()  # the shared y axis: once, the first unit on top
-    axes[0][0].set_ylabel("unit left out")
+    axes[0][0].invert_yaxis()  # the shared y axis: once, the first cluster on top
+    axes[0][0].set_ylabel("cluster left out (a trained model)")
     fig.tight_layout()
     save_figure(setup, result, fig, "fig_audit_influence")
     return fig

@@ -322,31 +322,59 @@ def leave_one_out(table: pd.DataFrame, score: str, predictor: str = "misalignmen
     return pd.DataFrame(rows)
 
 
+#: the statistics ``unit_influence`` refits without each cluster: the paper's T1.1-T1.3 (their
+#: "rests on") and T1.4 (audit 5, T1.8, with T1.1)
+INFLUENCE = ("r(misalignment)", "r(train_loss)", "misalignment - train_loss",
+             "jeffreys - entropy")
+
+
 def unit_influence(table: pd.DataFrame, score: str, *, n_resamples: int = 2000, seed: int = 0
                    ) -> pd.DataFrame:
-    """Audit 5: each primary unit left out in turn, the two results one unit far from the rest
-    could make alone (the untouched base model, say): the Pearson r of the misalignment with
-    ``score`` (T1.1) and the signed difference of the Jeffreys part's and the entropy's
-    correlations (T1.4), each with its bootstrap interval on the rest and its shift from the
-    fit on every unit (``shift``). Empty below 6 units."""
-    cols = ["unit", "kind", "statistic", "value", "low", "high", "shift", "n"]
+    """Audit 5 and the paper claims' "rests on": each cluster of primary units (``clusters``:
+    the units that come from one trained model; a unit alone where the table has no clusters)
+    left out in turn, the results one trained model far from the rest could make alone (the
+    untouched base model and its RoPE copies, say): the Pearson r of the misalignment (T1.1)
+    and of the training loss (T1.2) with ``score``, and the signed differences of the
+    misalignment's and the training loss's correlations (T1.3) and of the Jeffreys part's and
+    the entropy's (T1.4), each with its bootstrap interval over the remaining clusters and its
+    shift from the fit on every unit (``shift``); ``r_better`` / ``r_worse``: a difference's
+    two correlations. Column ``unit`` names the cluster left out, ``units`` how many units it
+    held. Empty below 6 units."""
+    cols = ["unit", "kind", "units", "statistic", "value", "low", "high", "shift", "n",
+            "r_better", "r_worse"]
     if len(table) < 6:
         return pd.DataFrame(columns=cols)
-    full = {"r(misalignment)": stats.correlation_value(table["misalignment"], table[score]),
-            "jeffreys - entropy": stats.predictor_difference(table, "jeffreys", "entropy",
-                                                             score)}
+    cluster = table["cluster"] if "cluster" in table else table["unit"]
+    pairs = {"misalignment - train_loss": ("misalignment", "train_loss"),
+             "jeffreys - entropy": ("jeffreys", "entropy")}
+    has = [c for c in ("misalignment", "train_loss") if c in table]
+    full = {f"r({c})": stats.correlation_value(table[c], table[score]) for c in has}
+    full.update({name: stats.predictor_difference(table, a, b, score)
+                 for name, (a, b) in pairs.items() if {a, b} <= set(table)})
     rows = []
-    for i in range(len(table)):
-        rest = table.drop(index=table.index[i])
-        r, low, high = stats.correlation_interval(rest["misalignment"], rest[score],
-                                                  n_resamples=n_resamples, seed=seed)
-        c = stats.compare_predictors(rest, "jeffreys", "entropy", score,
-                                     n_resamples=n_resamples, seed=seed)
-        unit, kind = table["unit"].iloc[i], table["kind"].iloc[i]
-        for name, value, lo, hi in (("r(misalignment)", r, low, high),
-                                    ("jeffreys - entropy", c.difference, c.low, c.high)):
-            rows.append({"unit": unit, "kind": kind, "statistic": name, "value": value,
-                         "low": lo, "high": hi, "shift": value - full[name], "n": len(rest)})
+    for name in dict.fromkeys(cluster):
+        rest = table[cluster != name]
+        if len(rest) < 4:
+            continue
+        groups = rest["cluster"] if "cluster" in rest else None
+        kinds = ", ".join(dict.fromkeys(table.loc[cluster == name, "kind"]))
+        found = []
+        for c in has:
+            r, low, high = stats.correlation_interval(rest[c], rest[score],
+                                                      n_resamples=n_resamples, seed=seed,
+                                                      groups=groups)
+            found.append((f"r({c})", r, low, high, math.nan, math.nan))
+        for stat, (a, b) in pairs.items():
+            if stat in full:
+                d = stats.compare_predictors(rest, a, b, score, n_resamples=n_resamples,
+                                             seed=seed, group_col="cluster" if groups is not
+                                             None else None)
+                found.append((stat, d.difference, d.low, d.high, d.r_better, d.r_worse))
+        for stat, value, low, high, r_better, r_worse in found:
+            rows.append({"unit": name, "kind": kinds, "units": int((cluster == name).sum()),
+                         "statistic": stat, "value": value, "low": low, "high": high,
+                         "shift": value - full[stat], "n": len(rest), "r_better": r_better,
+                         "r_worse": r_worse})
     return pd.DataFrame(rows, columns=cols)
 
 
