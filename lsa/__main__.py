@@ -323,11 +323,30 @@ def _power(args) -> int:
 
     pipe = _load(args)
     plan = runs_of(pipe)
+    if args.published:
+        from lsa import published
+        from lsa.runs import RunSet
+
+        snapshot = published.load(pipe.profile)
+        if snapshot is None:
+            print(f"{pipe.profile} is not published with its run files "
+                  f"(docs/results/{pipe.profile}/MANIFEST.json)", file=sys.stderr)
+            return 1
+        print(f"from {snapshot.describe()}\n")
+        plan = RunSet(pipe, root=snapshot.runs)
     runs = runtable.collect_runs(pipe, plan, plan.grid)
     if runs.empty:
         print("no finished fine-tuning runs: run the profile first", file=sys.stderr)
         return 1
+    print("Seeds (the pipeline's base model):\n")
     print(ft_tables.power_table(runs, args.alpha).to_markdown(index=False, floatfmt=".4g"))
+    # the base factor: its runs, and the ablation's core comparisons on further bases
+    names = list(dict.fromkeys([*plan.base_factor, *plan.ablation]))
+    bases = ft_tables.base_power_table(runtable.collect_runs(pipe, plan, names), args.alpha)
+    print("\nBase models (seeds nested in bases; runs on two or more base models):\n")
+    print(bases.to_markdown(index=False, floatfmt=".4g") if len(bases) else
+          "none: the profile has no runs on a second base model (finetune.bases, "
+          "ablation.base_seeds)")
     return 0
 
 
@@ -446,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
                        "that resolve the paper's effect")
     _profile_options(p)
     p.add_argument("--alpha", type=float, default=0.1, help="the regularized runs' alpha")
+    p.add_argument("--published", action="store_true",
+                   help="read the profile's published run files (docs/results/<profile>/) "
+                        "instead of results/<profile>/")
     p.set_defaults(func=_power)
     p = sub.add_parser("publish", help="copy a finished profile's report into docs/results/")
     _profile_options(p)

@@ -253,6 +253,34 @@ class RunConfig(StrictConfig):
 
 
 @dataclass
+class BaseFactor(StrictConfig):
+    """``finetune.bases``: the base model as a random factor of Section 5.2's paper claims
+    (issue 45): CE and CE + ``view.alpha`` misalign for ``methods`` at ``finetune_seeds`` on
+    each further, independently pretrained base (pretraining ``seeds``), and on the pipeline's
+    own; the claims' interval is a t over the base means (seeds nested in bases). The seeds
+    and bases come from the power computation (``python -m lsa power``; docs/methods.md)."""
+
+    _section: typing.ClassVar[str] = "bases"
+
+    seeds: list[int] = setting(
+        factory=list, each_ge=0,
+        help="pretraining seeds of the further base models; []: one base model (the verdicts "
+             "are about that base)")
+    methods: list[Method] = setting(
+        factory=lambda: ["clex", "eabf", "longqlora"], unique=True,
+        help="the methods whose paper comparison runs on every base (the paper's: CLEX, "
+             "LongQLoRA, EABF)")
+    finetune_seeds: list[int] = setting(
+        factory=lambda: [0, 1, 2], unique=True,
+        help="the fine-tuning seeds on every base, nested in it (the pipeline's base runs them "
+             "in its grid already)")
+
+    def validate(self) -> None:
+        if len(set(self.seeds)) != len(self.seeds):
+            self._fail("seeds", "must not repeat a seed")
+
+
+@dataclass
 class FinetuneConfig(StrictConfig):
     """Context-extension fine-tuning from the base model: window l_train, CE + alpha * SCE
     (Sections 5.1-5.2). Every field but ``runs`` is part of each run's identity."""
@@ -309,11 +337,16 @@ class FinetuneConfig(StrictConfig):
         factory=dict, help="a method named here trains its grid runs in this many processes, "
                            "one GPU each (as a run's `processes`: FSDP, "
                            "workflow/accelerate/fsdp.yaml); left out of the identity when empty")
+    bases: BaseFactor = setting(factory=BaseFactor,
+                                help="the base model as a random factor of Section 5.2's "
+                                     "paper claims (further base models)")
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
         if not out.get("method_processes"):
             out.pop("method_processes", None)
+        if not out.get("bases", {}).get("seeds"):  # one base: the configurations before it
+            out.pop("bases", None)
         return out
 
     def validate(self) -> None:
@@ -332,6 +365,18 @@ class FinetuneConfig(StrictConfig):
         names = [r.name for r in self.runs]
         if len(set(names)) != len(names):
             self._fail("runs", "run names must be unique")
+        for method in self.bases.methods if self.bases.seeds else ():
+            if method not in self.methods:
+                self._fail("bases", f"methods: {method!r} is not one of methods "
+                                    f"{self.methods}")
+            missing = sorted(set(self.bases.finetune_seeds) - set(self.seeds_of(method)))
+            if missing:
+                self._fail("bases", f"finetune_seeds: {method} runs seeds "
+                                    f"{self.seeds_of(method)} on the pipeline's base, not "
+                                    f"{missing}: the bases must share the seeds (nested, "
+                                    "balanced)")
+        if self.bases.seeds and not self.bases.finetune_seeds:
+            self._fail("bases", "finetune_seeds: empty (no run on the further bases)")
         for method, seeds in self.method_seeds.items():
             if method not in self.methods:
                 self._fail("method_seeds", f"{method!r} is not one of methods {self.methods}")
@@ -699,9 +744,9 @@ class SectionSpec(StrictConfig):
                             "longbench"]] = setting(
         factory=list, help="runs whose folders it reads (its inputs): finetune (the grid and "
                            "explicit runs), ablation, babilong (either design), probe")
-    tables: list[Literal["grid", "curves", "longbench", "ablation", "base_gains", "babilong",
-                         "models", "last_positions", "references", "synthetic",
-                         "sections"]] = setting(
+    tables: list[Literal["grid", "base_factor", "curves", "longbench", "ablation",
+                         "base_gains", "babilong", "models", "last_positions", "references",
+                         "synthetic", "sections"]] = setting(
         factory=list, help="the run tables its analyse reads, each read once by the driver "
                            "(lsa.runtable.READERS)")
 

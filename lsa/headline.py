@@ -55,6 +55,9 @@ def _interval(row: dict[str, Any]) -> str:
 def _verdict(row: dict[str, Any]) -> str:
     edge = row.get("edge")
     mark = " (edge)" if edge is not None and math.isfinite(edge) and edge < EDGE else ""
+    rests = row.get("rests_on")
+    if isinstance(rests, str) and rests:
+        mark += f" (rests on {rests})"
     return f"**{row['verdict']}**{mark}"
 
 
@@ -91,11 +94,28 @@ def paper_line(row: dict[str, Any], gates=None) -> str:
     return text
 
 
-def headline(table, gates=None, profile: str = "", answers: dict[str, str] | None = None
-             ) -> str:
+def bases_line(bases: int | None) -> str:
+    """What the fine-tuning verdicts rest on: one pretrained base model, or several (the base
+    a random factor of Section 5.2's paper claims, ``finetune.bases``); "" where unknown (an
+    older snapshot)."""
+    if not bases:
+        return ""
+    if bases == 1:
+        return ("*On one base model*: every fine-tuning verdict here compares runs from one "
+                "pretrained base model, whose seeds vary the fine-tuning only, so it is about "
+                "this base, not about the method in general (`finetune.bases` adds "
+                "independently pretrained ones).")
+    return (f"*On {bases} base models*: Section 5.2's paper claims are judged on the t "
+            "interval over the base models' means (seeds nested in bases); the other "
+            "fine-tuning verdicts are about the pipeline's base model.")
+
+
+def headline(table, gates=None, profile: str = "", answers: dict[str, str] | None = None,
+             bases: int | None = None) -> str:
     """The three parts of the module's docstring, as markdown, from ``table`` (a claims table:
     ``lsa.claims.claims_table``, with ``p_holm`` where the report computed it), the premise
-    ``gates`` and the sections' sentences that answer an objection (``answers``)."""
+    ``gates``, the sections' sentences that answer an objection (``answers``) and the number
+    of independently pretrained base models the fine-tuning claims rest on (``bases``)."""
     answers = answers or {}
     rows = table.to_dict(orient="records")
     paper = [r for r in rows if r.get("origin") == "paper"]
@@ -124,6 +144,8 @@ def headline(table, gates=None, profile: str = "", answers: dict[str, str] | Non
     out += shown or ["- none in this profile"]
     if len(lines) > len(shown):
         out.append(f"- ... and {len(lines) - len(shown)} more lines (the tables below)")
+    if bases_line(bases):
+        out += ["", bases_line(bases)]
     by_id = {r["id"]: r for r in rows}
     out += ["", "**The paper's three known objections**:", ""]
     for objection, ids in OBJECTIONS.items():
@@ -136,7 +158,8 @@ def headline(table, gates=None, profile: str = "", answers: dict[str, str] | Non
             or (r.get("origin") == "extension" and r["verdict"] not in (NOT_RUN, PREMISE_NOT_MET)
                 and str(r["verdict"]).startswith(("agrees", "disagrees")))]
     out += ["", f"**Beyond the paper (ours)**: {len(ours)} decided outcomes of the project's "
-            "controls and extensions" + (", the first five:" if len(ours) > 5 else ":"), ""]
+            "controls and extensions" + (", the first five in the order of the sections:"
+                                         if len(ours) > 5 else ":"), ""]
     out += [f"- {r['id']} {r['claim']}: **{r['verdict']}** ({_short(r['ours'])})"
             for r in ours[:5]]
     if not ours:

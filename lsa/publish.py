@@ -200,7 +200,7 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
            "[STAMP.md](STAMP.md)). Every number below comes from that run; the executed "
            "notebooks are under [notebooks/](notebooks/).", "",
            headline(claims, [Gate(**g) for g in gates or []], stamp["profile"],
-                    _report_answers(snapshot)), "", "## The premise gates", ""]
+                    *_report_answers(snapshot)), "", "## The premise gates", ""]
     if gates is None:
         out += ["This snapshot predates the premise gates (`lsa.gates`): its verdicts were given "
                 "without checking that the testbed shows the phenomenon the paper is about.", ""]
@@ -249,15 +249,17 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     return "\n".join(out)
 
 
-def _report_answers(snapshot: Path) -> dict[str, str]:
-    """The report's sentences that answer the paper's objections (its ``metrics.json`` in the
-    snapshot's ``sections/``; none in a snapshot without them)."""
+def _report_answers(snapshot: Path) -> tuple[dict[str, str], int | None]:
+    """The report's sentences that answer the paper's objections and the number of base
+    models its fine-tuning claims rest on (its ``metrics.json`` in the snapshot's
+    ``sections/``; none in a snapshot without them)."""
     from lsa import files
 
     path = snapshot / "sections" / REPORT / "metrics.json"
     if not files.exists(path):
-        return {}
-    return json.loads(files.read_text(path)).get("answers", {})
+        return {}, None
+    metrics = json.loads(files.read_text(path))
+    return metrics.get("answers", {}), metrics.get("bases")
 
 
 def results_index(root: Path) -> str:

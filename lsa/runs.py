@@ -207,7 +207,7 @@ def base_identity(pipe: PipelineConfig, seed: int | None = None) -> dict[str, An
 
 
 # which runs exist, not what each one is
-GRID_KEYS = ("methods", "alphas", "seeds", "method_seeds", "runs")
+GRID_KEYS = ("methods", "alphas", "seeds", "method_seeds", "runs", "bases")
 
 
 def finetune_identity(pipe: PipelineConfig, base: Run, spec: RunConfig) -> dict[str, Any]:
@@ -332,6 +332,18 @@ def finetune_specs(ft: FinetuneConfig) -> list[RunConfig]:
     return grid + list(ft.runs)
 
 
+def base_factor_specs(pipe: PipelineConfig) -> list[RunConfig]:
+    """Section 5.2's paper comparisons on the further base models (``finetune.bases``): CE and
+    CE + ``view.alpha`` for each of its methods at each of its fine-tuning seeds, on each
+    further base (their counterparts on the pipeline's base are grid runs)."""
+    ft, alpha = pipe.finetune, pipe.view.alpha
+    specs = [make_run(m, a, s, base_seed=b) for b in ft.bases.seeds for m in ft.bases.methods
+             for s in ft.bases.finetune_seeds for a in (0.0, alpha)]
+    for spec in specs:
+        spec.processes = ft.method_processes.get(spec.method)
+    return specs
+
+
 def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
     """Section 5.3: the runs of the configured items, each once, in item order."""
     m, specs = ab.method, []
@@ -421,19 +433,20 @@ def check_plan(pipe: PipelineConfig) -> None:
         if spec.name in grid and grid[spec.name] != spec.to_dict():
             raise ConfigError(f"finetune.runs: run {spec.name!r} has other settings than "
                               f"the ablation run of that name; rename it")
-    if pipe.pretrain.seed in pipe.ablation.base_seeds:
-        raise ConfigError(f"ablation.base_seeds = {pipe.ablation.base_seeds!r}: "
-                          f"{pipe.pretrain.seed} is the pipeline's own base model "
-                          "(pretrain.seed); list other pretraining seeds")
+    for key, seeds in (("ablation.base_seeds", pipe.ablation.base_seeds),
+                       ("finetune.bases.seeds", pipe.finetune.bases.seeds)):
+        if pipe.pretrain.seed in seeds:
+            raise ConfigError(f"{key} = {seeds!r}: {pipe.pretrain.seed} is the pipeline's own "
+                              "base model (pretrain.seed); list other pretraining seeds")
+        if seeds and pipe.pretrain.model.source != "scratch":
+            raise ConfigError(f"{key}: further base models are pretrained from scratch; "
+                              f"pretrain.model.source is {pipe.pretrain.model.source!r}")
     for spec in specs:
         if spec.base_seed is not None:
             raise ConfigError(f"finetune.runs: run {spec.name!r} sets base_seed: the runs of "
                               "Sections 5.1-5.2 start from the pipeline's base model; further "
-                              "base models carry Section 5.3's core comparisons only "
-                              "(ablation.base_seeds)")
-    if pipe.ablation.base_seeds and pipe.pretrain.model.source != "scratch":
-        raise ConfigError("ablation.base_seeds: further base models are pretrained from "
-                          f"scratch; pretrain.model.source is {pipe.pretrain.model.source!r}")
+                              "base models carry the paper comparisons of finetune.bases and "
+                              "Section 5.3's core comparisons (ablation.base_seeds)")
     for name in pipe.longbench.finetune_runs or []:
         if name not in grid:
             raise ConfigError(f"longbench.finetune_runs = {pipe.longbench.finetune_runs!r}: "
@@ -459,10 +472,11 @@ def runs_of(pipe: PipelineConfig) -> RunSet:
 
 class RunSet:
     """Every run of one resolved configuration, built once: ``base`` (the pipeline's base
-    model; ``bases``: it and the further ones of ``ablation.base_seeds``), and by name
-    ``finetune`` (the grid, explicit runs and ablations; ``grid`` and ``ablation`` name each
-    section's), ``babilong`` (train design), ``babilong_eval`` (evaluate design, keyed by the
-    evaluated finetune run's name) and ``probes``."""
+    model; ``bases``: it and the further ones of ``ablation.base_seeds`` and
+    ``finetune.bases``), and by name ``finetune`` (the grid, explicit runs, the base factor's
+    and ablations; ``grid``, ``base_factor`` and ``ablation`` name each section's),
+    ``babilong`` (train design), ``babilong_eval`` (evaluate design, keyed by the evaluated
+    finetune run's name) and ``probes``."""
 
     def __init__(self, pipe: PipelineConfig, root: Path | None = None):
         """``root``: where the runs' folders lie instead of ``results/<profile>/runs/`` (a
@@ -479,13 +493,18 @@ class RunSet:
         self.base = base
         self.bases = {"base": base, **{
             base_name(s): new("base", base_name(s), pipe.profile, base_identity(pipe, s))
-            for s in pipe.ablation.base_seeds}}
+            for s in dict.fromkeys([*pipe.ablation.base_seeds, *pipe.finetune.bases.seeds])}}
         grid, ablation = finetune_specs(pipe.finetune), ablation_specs(pipe.ablation)
         self.grid = [s.name for s in grid]
         self.ablation = [s.name for s in ablation]
+        factor = base_factor_specs(pipe)
+        # the factor's runs on every base: the pipeline's (grid runs) first, then the others
+        self.base_factor = [*(dict.fromkeys(make_run(s.method, s.alpha, s.seed).name
+                                            for s in factor)), *(s.name for s in factor)]
         gates = gate_specs(pipe)
         self.gate_runs = [s.name for s in gates]
         specs = {s.name: s for s in gates}
+        specs.update({s.name: s for s in factor})
         specs.update({s.name: s for s in ablation})
         specs.update({s.name: s for s in grid})  # equal settings (check_plan)
         def start(spec: RunConfig) -> Run:
@@ -562,13 +581,13 @@ class RunSet:
         yield from self.longbench.values()
 
     def used_by(self, kinds: list[str]) -> list[Run]:
-        """The runs a section reads (``uses_runs``), each once: ``finetune`` the grid and
-        explicit runs, ``ablation`` the ablation runs, ``babilong`` the runs of whichever
-        design is configured, ``probe`` the probes."""
+        """The runs a section reads (``uses_runs``), each once: ``finetune`` the grid, explicit
+        runs and the base factor's (``finetune.bases``), ``ablation`` the ablation runs,
+        ``babilong`` the runs of whichever design is configured, ``probe`` the probes."""
         out: dict[str, Run] = {}
         for kind in kinds:
             if kind == "finetune":
-                runs = [self.finetune[n] for n in self.grid]
+                runs = [self.finetune[n] for n in (*self.grid, *self.base_factor)]
             elif kind == "ablation":
                 runs = [self.finetune[n] for n in self.ablation]
             elif kind == "longbench":

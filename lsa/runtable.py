@@ -353,6 +353,7 @@ class RunTables:
     ``babilong_eval``, ``longbench``), so a section selects runs without the plan."""
 
     grid: pd.DataFrame | None = None          # collect_runs over the Section 5.1-5.2 grid
+    base_factor: pd.DataFrame | None = None   # its paper comparisons on every base model
     curves: pd.DataFrame | None = None        # the grid's training logs
     longbench: pd.DataFrame | None = None     # read_longbench
     ablation: pd.DataFrame | None = None      # collect_runs over Section 5.3's runs
@@ -391,6 +392,8 @@ def _babilong(pipe: PipelineConfig, plan: RunSet) -> dict[str, Any]:
 #: ``RunTables`` fields it fills
 READERS: dict[str, Callable[[PipelineConfig, RunSet], dict[str, Any]]] = {
     "grid": lambda pipe, plan: {"grid": collect_runs(pipe, plan, plan.grid)},
+    "base_factor": lambda pipe, plan: {"base_factor": collect_runs(pipe, plan,
+                                                                   plan.base_factor)},
     "curves": lambda pipe, plan: {"curves": curves(plan, plan.grid)},
     "longbench": lambda pipe, plan: {"longbench": read_longbench(plan)},
     "ablation": lambda pipe, plan: {"ablation": collect_runs(pipe, plan, plan.ablation)},
@@ -413,7 +416,8 @@ def read_tables(pipe: PipelineConfig, plan: RunSet, tables: list[str]) -> RunTab
     read: dict[str, Any] = {}
     for name in tables:
         read.update(READERS[name](pipe, plan))
-    names = {"grid": list(plan.grid), "ablation": list(plan.ablation),
+    names = {"grid": list(plan.grid), "base_factor": list(plan.base_factor),
+             "ablation": list(plan.ablation),
              "babilong_eval": list(plan.babilong_eval), "longbench": list(plan.longbench)}
     return RunTables(**read, names=names)
 

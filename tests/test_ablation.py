@@ -165,22 +165,23 @@ def test_base_effects_pair_within_each_base_model_and_keep_its_variance():
                                ("SCE 0.1", 10.0 + shift)):
                 rows.append({"method": "pi", "setting": setting, "seed": seed,
                              "base_seed": base, "nll_4x": v + noise + base})
-    eff = tables.base_effects(pd.DataFrame(rows), cfg, ["nll_4x"], n_resamples=400)
+    eff = tables.base_effects(pd.DataFrame(rows), cfg, ["nll_4x"])
     row = eff[(eff["setting"] == "SCE 0.1") & (eff["baseline"] == "CE (both windows)")].iloc[0]
     assert row.delta == pytest.approx(1.0) and row.pairs == 4 and row.bases == 2
     assert row.per_base == "base 0: -1, base 1: +3"
-    # the bootstrap draws base models: its interval spans their disagreement
-    assert row.low == pytest.approx(-1.0) and row.high == pytest.approx(3.0)
+    # the t over the two base means (1 df): 1 +- 12.706 x sd(-1, 3) / sqrt(2) = 1 +- 25.41
+    half = 12.706205 * math.sqrt(8) / math.sqrt(2)
+    assert (row.low, row.high) == pytest.approx((1 - half, 1 + half))
     flat = eff[(eff["setting"] == "CE (both windows)") & (eff["baseline"] == "CE")].iloc[0]
     assert flat.delta == pytest.approx(-1.0) and (flat.low, flat.high) == pytest.approx((-1, -1))
     text = claims.bases_text(eff)
-    assert "SCE 0.1 vs CE (both windows)**, nll_4x: +1 [-1, +3]" in text
+    assert "SCE 0.1 vs CE (both windows)**, nll_4x: +1 [-24.4, +26.4]" in text
     assert "unclear, opposite signs between base models" in text
     assert "CE (both windows) vs CE**, nll_4x: -1 [-1, -1]" in text and "helps, the same sign" \
         in text
     assert "One base model" in claims.bases_text(None)
     one = tables.base_effects(pd.DataFrame(rows)[lambda r: r["base_seed"] == 0], cfg,
-                                ["nll_4x"], n_resamples=50)
+                                ["nll_4x"])
     gains = pd.DataFrame([{"base": "base", "value": 1.2, "low": 1.1, "high": 1.3},
                           {"base": "base_s1", "value": 0.3, "low": 0.1, "high": 0.5}])
     text = claims.bases_text(one, gains)

@@ -60,3 +60,16 @@ def test_claims_without_an_interval_take_one_line_per_section():
     assert ("- Sec. 3, 3 claims without an interval (a majority of seeds, or one seed): "
             "2 agrees (S3.1, S3.2), 1 disagrees (S3.3)") in text
     assert "- S3.1" not in text
+
+
+def test_the_headline_says_what_the_fine_tuning_verdicts_rest_on():
+    """One base model: the verdicts are about it; several: Section 5.2's paper claims are on
+    the t over base means; unknown (an older snapshot): nothing said."""
+    rows = [claim("S5.eabf", "c", **judged(0.05, 0.08, -1, -0.017, n=3))]
+    one = headline(claims_table(rows), bases=1)
+    assert "*On one base model*" in one and "about this base" in one
+    assert "*On 3 base models*: Section 5.2's paper claims" in headline(claims_table(rows),
+                                                                         bases=3)
+    assert "base model*" not in headline(claims_table(rows))
+    rests = headline(claims_table([{**rows[0], "rests_on": "base model"}]))
+    assert "**disagrees** (rests on base model)" in rests

@@ -290,3 +290,33 @@ def test_cli_lists_every_run(capsys):
     pipe = load_config(profile="smoke")
     assert len(lines) == len(list(runs_of(pipe)))
     assert lines[0].split()[:3] == ["base", "base", runs_of(pipe).base.id]
+
+
+def test_the_base_factor_runs_sections_5_2s_paper_comparisons_on_every_base():
+    """finetune.bases: CE and CE + view.alpha for its methods at its fine-tuning seeds on each
+    further base (shared with the ablation's core runs of the same name), read by Section 5.2
+    with their counterparts on the pipeline's base; every other run keeps its id, and a
+    configuration without further bases is the one it was (no key in the identity)."""
+    plain = runs_of(from_mapping({"profile": "smoke"}))
+    factor = {"bases": {"seeds": [1, 2], "methods": ["eabf"], "finetune_seeds": [0]}}
+    pipe = from_mapping({"profile": "smoke", "defaults": {"finetune": factor}})
+    rs = runs_of(pipe)
+    assert list(rs.bases) == ["base", "base_s1", "base_s2"]
+    assert rs.base_factor == ["eabf_a0_s0", "eabf_a0.1_s0", "eabf_a0_s0_b1", "eabf_a0.1_s0_b1",
+                              "eabf_a0_s0_b2", "eabf_a0.1_s0_b2"]
+    assert rs.finetune["eabf_a0.1_s0_b2"].base is rs.bases["base_s2"]
+    assert {r.name for r in rs.used_by(["finetune"])} >= set(rs.base_factor)
+    assert not set(rs.base_factor[2:]) & set(rs.grid)   # the grid stays the pipeline base's
+    for name, other in plain.finetune.items():
+        assert rs.finetune[name].id == other.id
+    assert "bases" not in from_mapping({"profile": "smoke"}).finetune.to_dict()
+    shared = from_mapping({"profile": "smoke", "defaults": {
+        "finetune": factor, "ablation": {"base_seeds": [1], "method": "eabf"}}})
+    both = runs_of(shared)
+    assert both.finetune["eabf_a0_s0_b1"].id == rs.finetune["eabf_a0_s0_b1"].id
+    with pytest.raises(ConfigError, match="pipeline's own base model"):
+        runs_of(from_mapping({"profile": "smoke", "defaults": {"finetune": {
+            "bases": {"seeds": [0], "finetune_seeds": [0]}}}}))
+    with pytest.raises(ConfigError, match="must share the seeds"):
+        from_mapping({"profile": "smoke", "defaults": {"finetune": {
+            "bases": {"seeds": [1], "finetune_seeds": [0, 7]}}}})

@@ -53,7 +53,8 @@ def grid_rows() -> pd.DataFrame:
 
 def test_finetuning_analyse_is_a_function_of_its_tables():
     pipe = load_config(profile="smoke")
-    runs = RunTables(grid=grid_rows(), curves=pd.DataFrame(), longbench=pd.DataFrame())
+    runs = RunTables(grid=grid_rows(), base_factor=pd.DataFrame(), curves=pd.DataFrame(),
+                     longbench=pd.DataFrame())
     result = finetuning.analyse(pipe, runs, GATES)
     claims = {c["id"]: c for c in result.claims}
     # S5.1 is eabf's long-window NLL: +0.06 nats, sd 0.01 over 3 seeds, t(2) = 4.303:
@@ -74,7 +75,8 @@ def test_finetuning_analyse_is_a_function_of_its_tables():
 
 def test_with_premise_turns_a_failed_methods_verdicts():
     pipe = load_config(profile="smoke")
-    result = finetuning.analyse(pipe, RunTables(grid=grid_rows(), curves=pd.DataFrame(),
+    result = finetuning.analyse(pipe, RunTables(grid=grid_rows(), base_factor=pd.DataFrame(),
+                                                curves=pd.DataFrame(),
                                                 longbench=pd.DataFrame()), GATES)
     result = sections.with_premise(result, GATES, ["G1", "G2", "G3"])
     by_method = {(c["method"], c["verdict"]) for c in result.claims}
@@ -246,3 +248,37 @@ def test_a_toy_section_built_by_the_recipe_runs_through_the_driver(tmp_path, out
     assert list(result.saved_tables()) == ["gates", "by_method"]
     assert SectionSpec.from_dict({"package": "toy_pkg", "notebook": "07_toy.ipynb",
                                   "config": "view", "tables": ["grid"]}, prefix="x").tables
+
+
+def test_the_papers_claim_on_three_base_models_is_a_t_over_the_base_means():
+    """finetune.bases: EABF's paired NLL difference at 1x l_train on three base models, three
+    seeds each (base means +0.06, +0.02, +0.09): the verdict rests on the t interval over the
+    three base means (2 df), not on the nine pairs; the pipeline's base alone is beside it. On
+    one base the claim says its verdict is about that base."""
+    from scipy import stats as st
+
+    from lsa.sections.finetuning.claims import ONE_BASE, paper_length_claims
+    from lsa.stats import resolve_verdict
+
+    diffs = {0: [0.05, 0.07, 0.06], 1: [0.01, 0.03, 0.02], 2: [0.10, 0.08, 0.09]}
+    rows = [{"method": "eabf", "alpha": alpha, "seed": seed, "base_seed": base,
+             "setting": "CE" if alpha == 0 else "SCE 0.1",
+             "nll_1x": 2.0 + (d if alpha else 0.0)}
+            for base, ds in diffs.items() for seed, d in enumerate(ds) for alpha in (0.0, 0.1)]
+    bases = pd.DataFrame(rows)
+    grid = bases[bases["base_seed"] == 0]
+    means = [0.06, 0.02, 0.09]
+    half = st.t.ppf(0.975, 2) * np.std(means, ddof=1) / math.sqrt(3)
+    low, high = np.mean(means) - half, np.mean(means) + half
+    (claim,) = paper_length_claims(grid, 0.1, bases=bases)
+    assert claim.id == "S5.eabf" and claim.origin == "paper"
+    assert (claim.low, claim.high) == pytest.approx((low, high))
+    effect = math.log(5.91 / 6.01)
+    assert claim.verdict == resolve_verdict(low, high, -1, effect, 3)
+    assert "over 3 base models x 3 seeds; lower in 0/9 pairs" in claim.ours
+    assert f"t interval over the 3 base means (2 df) [{low:+.3g}, {high:+.3g}] nats" \
+        in claim.evidence
+    assert "base 0: +0.06, base 1: +0.02, base 2: +0.09" in claim.evidence
+    assert "the pipeline's base alone: 3 seeds" in claim.evidence
+    (alone,) = paper_length_claims(grid, 0.1, bases=pd.DataFrame())
+    assert ONE_BASE in alone.evidence and "base models" not in alone.ours

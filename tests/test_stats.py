@@ -315,3 +315,65 @@ def test_power_planned_for_power_by_hand():
     assert stats.seeds_for_power(1.0, 1.0) == 10
     assert stats.seeds_for_power(1.0, -1.0) == 10       # the sign does not matter
     assert stats.seeds_for_power(0.0, 1.0) is None
+
+
+def test_variance_components_by_hand():
+    """Groups [1, 3] and [5, 7]: within-group mean square (2 + 2) / 2 = 2; group means 2 and
+    6 around 4 give a between mean square 2 x (4 + 4) / 1 = 16; between = sqrt((16 - 2) / 2)."""
+    from lsa.stats import variance_components
+
+    c = variance_components([1, 3, 5, 7], ["a", "a", "b", "b"])
+    assert c.within == pytest.approx(math.sqrt(2)) and c.between == pytest.approx(math.sqrt(7))
+    assert (c.df_between, c.df_within, c.groups, c.per_group) == (1, 2, 2, 2.0)
+    # the upper bound: 16 x 1 / chi2(0.2, 1) less 2, over 2
+    from scipy import stats as st
+    assert c.between_upper(0.8) == pytest.approx(
+        math.sqrt((16 / st.chi2.ppf(0.2, 1) - 2) / 2))
+    flat = variance_components([1, 3, 1, 3], ["a", "a", "b", "b"])   # equal group means
+    assert flat.between == 0.0 and flat.between_upper() == 0.0     # within the noise
+    assert math.isnan(variance_components([1, 2], ["a", "a"]).between)   # one group
+
+
+def test_variance_components_match_statsmodels_anova_for_unequal_groups():
+    """Unequal groups: the mean squares are one-way ANOVA's (statsmodels), n0 the usual
+    (N - sum n_i^2 / N) / (k - 1)."""
+    import pandas as pd
+    import statsmodels.api as sm
+    from statsmodels.formula.api import ols
+
+    from lsa.stats import variance_components
+
+    rng = np.random.default_rng(0)
+    groups = np.repeat(["a", "b", "c", "d"], [2, 3, 4, 5])
+    values = rng.normal(size=groups.size) + np.repeat([0.0, 1.0, -1.0, 0.5], [2, 3, 4, 5])
+    table = sm.stats.anova_lm(ols("v ~ C(g)", pd.DataFrame({"v": values, "g": groups})).fit())
+    ms_b, ms_w = table["mean_sq"].iloc[0], table["mean_sq"].iloc[1]
+    n0 = (14 - (4 + 9 + 16 + 25) / 14) / 3
+    c = variance_components(values, groups)
+    assert c.ms_between == pytest.approx(ms_b) and c.ms_within == pytest.approx(ms_w)
+    assert c.between == pytest.approx(math.sqrt(max(ms_b - ms_w, 0) / n0))
+    assert c.n0 == pytest.approx(n0)
+
+
+def test_groups_for_power_reduces_to_seeds_for_power():
+    """No group effect: groups of m members are one sample of sd / sqrt(m) each; with a group
+    effect the members cannot buy it away (many members: the between SD alone)."""
+    from lsa.stats import groups_for_power, seeds_for_power
+
+    assert groups_for_power(0.5, 0.0, 1.0, 4) == seeds_for_power(0.5, 0.5)
+    assert groups_for_power(0.5, 0.5, 1.0, 10 ** 6) == seeds_for_power(0.5, 0.5)
+    assert groups_for_power(0.5, 0.5, 1.0, 1) > groups_for_power(0.5, 0.5, 1.0, 4)
+    assert groups_for_power(0.5, math.nan, 1.0, 4) is None
+
+
+def test_the_nested_interval_is_a_t_over_group_means():
+    """Each group weighs alike, whatever its members: means 2 (of 1, 3) and 6 (of 4, 6, 8) ->
+    4 +- t(0.975, 1) x sd(2, 6) / sqrt(2) = 4 +- 12.706 x 2.828 / 1.414."""
+    from scipy import stats as st
+
+    from lsa.stats import nested_t_interval
+
+    mean, low, high = nested_t_interval([1, 3, 4, 6, 8], ["a", "a", "b", "b", "b"])
+    half = st.t.ppf(0.975, 1) * math.sqrt(8) / math.sqrt(2)
+    assert mean == pytest.approx(4.0) and (low, high) == pytest.approx((4 - half, 4 + half))
+    assert math.isnan(nested_t_interval([1, 2], ["a", "a"])[1])

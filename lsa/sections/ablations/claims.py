@@ -325,9 +325,9 @@ def bases_text(eff: pd.DataFrame | None, gains: pd.DataFrame | None = None) -> s
         lines.append(f"- **{row.setting} vs {row.baseline}**, {row.column}: {row.delta:+.3g} "
                      f"[{row.low:+.3g}, {row.high:+.3g}] over {row.bases} base models x seeds "
                      f"({row.pairs} pairs; {row.per_base}): {word}, {agree}.")
-    return ("Paired by (base model, seed); the interval is a two-level bootstrap (base models, "
-            "then seeds within each), so it holds the variance between independently "
-            "pretrained base models:\n\n" + "\n".join(lines))
+    return ("Paired by (base model, seed); the interval is the t interval over the base "
+            "models' means (seeds nested in base models), so it holds the variance between "
+            "independently pretrained base models:\n\n" + "\n".join(lines))
 
 
 def multiplicity_text(claims: list[dict[str, Any]]) -> str:

@@ -221,14 +221,13 @@ def core_pairs(cfg: AblationConfig) -> list[tuple[str, str]]:
     return [(sce, both), (jeff, both), (sce, "CE"), (jeff, "CE"), (both, "CE")]
 
 
-def base_effects(runs: pd.DataFrame, cfg: AblationConfig, columns: list[str],
-                 n_resamples: int = 2000) -> pd.DataFrame:
+def base_effects(runs: pd.DataFrame, cfg: AblationConfig, columns: list[str]) -> pd.DataFrame:
     """The core comparisons over every base model: per (changed, baseline, column), the
-    paired differences by (base model, seed), their mean, each base model's mean, and a
-    two-level percentile bootstrap interval (base models with replacement, then seeds within
-    each drawn base model: ``stats.two_level_interval``), so the variance between
-    independently pretrained base models is inside the interval. With two base models the
-    interval is about as wide as they disagree; NaN with one."""
+    paired differences by (base model, seed), the mean of the base models' means, each base
+    model's mean, and the t interval over those means (``stats.nested_t_interval``: seeds
+    nested in base models, bases - 1 degrees of freedom), so the variance between
+    independently pretrained base models is inside the interval; a percentile bootstrap over
+    two or three base models would be far narrower than 95 %. NaN with one base model."""
     m = runs[runs["method"] == cfg.method]
     rows = []
     for changed, baseline in core_pairs(cfg):
@@ -237,12 +236,12 @@ def base_effects(runs: pd.DataFrame, cfg: AblationConfig, columns: list[str],
         keys = a.index.intersection(b.index)
         for col in columns:
             diff = (a.loc[keys, col].astype(float) - b.loc[keys, col].astype(float))
-            groups = [g.to_numpy() for _, g in diff.groupby(level="base_seed")]
-            low, high = stats.two_level_interval(groups, n_resamples=n_resamples)
+            bases = diff.index.get_level_values("base_seed")
+            mean, low, high = stats.nested_t_interval(diff.to_numpy(), bases)
             per_base = diff.groupby(level="base_seed").mean()
             rows.append({"setting": changed, "baseline": baseline, "column": col,
-                         "delta": float(diff.mean()) if len(diff) else math.nan,
-                         "low": low, "high": high, "bases": len(groups), "pairs": len(diff),
+                         "delta": mean, "low": low, "high": high,
+                         "bases": len(per_base), "pairs": len(diff),
                          "per_base": ", ".join(f"base {k}: {v:+.3g}"
                                                for k, v in per_base.items())})
     return pd.DataFrame(rows)

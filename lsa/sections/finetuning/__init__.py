@@ -43,8 +43,9 @@ class FinetuningResult(Result):
 
 def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> FinetuningResult:
     """The grid's runs (``runs.grid``) by method and window, the regularizer's paired effect
-    at ``view.alpha``, LongBench-E where it ran, the claims."""
-    runs.need("grid", "curves", "longbench")
+    at ``view.alpha``, LongBench-E where it ran, the claims (the paper's on every base model
+    of ``finetune.bases``, ``runs.base_factor``)."""
+    runs.need("grid", "base_factor", "curves", "longbench")
     alpha, grid = pipe.view.alpha, runs.grid
     table = runtable.by_method(grid, runtable.window_columns(grid) + [
         "ppl_long", "ppl_growth", "misalignment", "misalignment_all"])
@@ -54,7 +55,7 @@ def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> Finetun
         runs=grid, table_ppl=table, effect_ppl_long=effects,
         paper_beside=tables.paper_table(grid, alpha), table23_longbench=longbench,
         curves=runs.curves, l_train=pipe.finetune.l_train,
-        claims=claims.extension_claims(grid, alpha),
+        claims=claims.extension_claims(grid, alpha, bases=runs.base_factor),
         metrics={"runs": grid.to_dict(orient="records"),
                  "effects": effects.to_dict(orient="records"),
                  "longbench": longbench.to_dict(orient="records")})

@@ -16,7 +16,12 @@ import numpy as np
 import pandas as pd
 
 from lsa.claims import PAPER_PPL_MULTIPLE, Claim, fmt, judged, paper
-from lsa.sections.finetuning.tables import PAPER_ROWS, paired_effect, paper_effect_nats
+from lsa.sections.finetuning.tables import (
+    PAPER_ROWS,
+    base_effect,
+    paired_effect,
+    paper_effect_nats,
+)
 from lsa.stats import resolution_text
 
 
@@ -44,12 +49,20 @@ def _nll_interval(row) -> str:
             f"[{row.low:+.3g}, {row.high:+.3g}] nats")
 
 
-def paper_length_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec. 5.2"
-                        ) -> list[Claim]:
+#: what a claim on one base model says of itself (issue 45: the base is an unreplicated factor)
+ONE_BASE = ("one base model: the seeds vary the fine-tuning only, so the verdict is about this "
+            "pretrained base (finetune.bases adds others)")
+
+
+def paper_length_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec. 5.2",
+                        bases: pd.DataFrame | None = None) -> list[Claim]:
     """The paper's perplexity claims where the paper measured them (``PAPER_PPL_MULTIPLE``: 1x
     ``l_train`` for EABF and LongQLoRA, 2x for CLEX): per method the paper ran, CE + alpha
     misalign lowers the NLL at that length, judged against the paper's effect in nats (its
-    perplexities' log ratio). Ids ``S5.<method>``, the same in every profile."""
+    perplexities' log ratio). Where ``bases`` (the base factor's runs, ``finetune.bases``)
+    hold the method on two or more base models, the verdict is on the t interval over the
+    base means (``tables.base_effect``), the pipeline's base alone beside it; else on the
+    pipeline's base, and the claim says so. Ids ``S5.<method>``, the same in every profile."""
     claims: list[Claim] = []
     for method, multiple in PAPER_PPL_MULTIPLE.items():
         column = f"nll_{multiple}x"
@@ -64,32 +77,48 @@ def paper_length_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "
         found = _paper_ppl(method, effect)
         assert found is not None  # every method of PAPER_PPL_MULTIPLE has a row of the paper's
         paper_text, grade = found
-        verdict, resolves = _verdict_words(row, effect, " nats")
         interval = "1 seed: no interval" if row.seeds < 2 else _nll_interval(row)
+        nested = (base_effect(bases, column, alpha, method)
+                  if bases is not None and len(bases) else None)
+        if nested is None:
+            verdict, resolves = _verdict_words(row, effect, " nats")
+            ours = (f"NLL {row.baseline:.4f} -> {row.regularized:.4f} nats ({row.delta:+.3g}); "
+                    f"PPL {math.exp(row.baseline):.4g} -> {math.exp(row.regularized):.4g}; "
+                    f"lower in {row.wins}/{row.seeds} seed(s)")
+            evidence = (f"{multiple}x l_train, where the paper measured ({source}); {interval}; "
+                        f"{resolves}; {ONE_BASE}")
+        else:
+            n = nested
+            verdict = judged(n["low"], n["high"], -1, effect, n["bases"])
+            per_base = ", ".join(f"base {b}: {v:+.3g}" for b, v in n["per_base"].items())
+            ours = (f"NLL {n['baseline']:.4f} -> {n['regularized']:.4f} nats "
+                    f"({n['delta']:+.3g}) over {n['bases']} base models x {n['seeds']} seeds; "
+                    f"lower in {n['wins']}/{n['pairs']} pairs")
+            evidence = (f"{multiple}x l_train, where the paper measured ({source}); base models "
+                        f"a random factor, seeds nested in them: 95 % t interval over the "
+                        f"{n['bases']} base means ({n['bases'] - 1} df) "
+                        f"[{n['low']:+.3g}, {n['high']:+.3g}] nats ({per_base}; SD between "
+                        f"bases {n['sd_bases']:.3g}, between seeds {n['sd_seeds']:.3g}); "
+                        f"{resolution_text(n['low'], n['high'], effect, ' nats')}; the "
+                        f"pipeline's base alone: {interval}")
         claims.append(Claim(
             id=f"S5.{method}", section=section,
             claim=f"CE + {alpha:g} misalign lowers perplexity at the paper's length, "
                   f"{multiple}x l_train ({method})",
-            paper=paper_text, grade=grade,
-            ours=f"NLL {row.baseline:.4f} -> {row.regularized:.4f} nats ({row.delta:+.3g}); "
-                 f"PPL {math.exp(row.baseline):.4g} -> {math.exp(row.regularized):.4g}; lower in "
-                 f"{row.wins}/{row.seeds} seed(s)",
-            **verdict,
-            evidence=f"{multiple}x l_train, where the paper measured ({source}); {interval}; "
-                     f"{resolves}",
+            paper=paper_text, grade=grade, ours=ours, **verdict, evidence=evidence,
             method=method))
     return claims
 
 
-def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec. 5.2"
-                     ) -> list[dict[str, Any]]:
+def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec. 5.2",
+                     bases: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """Per method: does CE + alpha * misalign lower the long-window NLL (nats; perplexity
     beside), flatten perplexity's growth, lower the misalignment metric, and lower the copy NLL
     beyond ``l_train`` (2x and 4x: the long-context task, our analogue of the paper's
     LongBench-E). Verdicts in ``lsa.stats.resolve_verdict``'s words, against the paper's
     perplexity effect for the method in nats (``paper_effect_nats``) where the paper has one."""
     # the paper's lengths first; the others keep their numbers (S5.1, ...) across snapshots
-    head = paper_length_claims(runs, alpha, section)
+    head = paper_length_claims(runs, alpha, section, bases)
     claims: list[Claim] = []
     if runs.empty:
         return []

@@ -10,12 +10,21 @@ interval of that mean (``lsa.stats.paired_interval``), read by ``lsa.stats.resol
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from lsa.claims import PAPER, paper
-from lsa.stats import paired_interval, sd_upper_bound, seeds_for_halfwidth, seeds_for_power
+from lsa.stats import (
+    groups_for_power,
+    nested_t_interval,
+    paired_interval,
+    sd_upper_bound,
+    seeds_for_halfwidth,
+    seeds_for_power,
+    variance_components,
+)
 
 # the paper's Tables 2-3 rows for the methods that have them: (table key, paper's alpha)
 PAPER_ROWS = {"clex": "table2/clex_redpajama", "longqlora": "table3/longqlora",
@@ -45,6 +54,38 @@ def paired_effect(runs: pd.DataFrame, column: str, alpha: float) -> pd.DataFrame
                      "low": ci.low, "high": ci.high,
                      "wins": int((diff < 0).sum()), "seeds": len(seeds)})
     return pd.DataFrame(rows)
+
+
+def base_effect(runs: pd.DataFrame, column: str, alpha: float, method: str
+                ) -> dict[str, Any] | None:
+    """The base model as a random factor (``finetune.bases``): ``method``'s paired difference
+    (value at ``alpha`` - value at alpha 0, same base, same seed) on each base model, its mean
+    over the base means with the t interval over them (``lsa.stats.nested_t_interval``:
+    seeds nested in bases, each base weighing alike, bases - 1 degrees of freedom), the two
+    standard deviations (``lsa.stats.variance_components``: between bases beyond the seeds'
+    noise, and between seeds within a base) and the per-base means. None without two bases."""
+    if runs.empty or column not in runs:
+        return None
+    sub = runs[runs["method"] == method]
+    if "setting" in sub:  # the plain settings only, as paired_effect
+        sub = sub[sub["setting"].isin(["CE", f"SCE {alpha:g}"])]
+    keys = ["base_seed", "seed"]
+    ce = sub[sub["alpha"] == 0].set_index(keys)[column]
+    reg = sub[np.isclose(sub["alpha"], alpha)].set_index(keys)[column]
+    both = ce.index.intersection(reg.index)
+    diff = (reg[both] - ce[both]).astype(float)
+    bases = diff.index.get_level_values("base_seed")
+    if len(set(bases)) < 2:
+        return None
+    mean, low, high = nested_t_interval(diff.to_numpy(), bases)
+    parts = variance_components(diff.to_numpy(), bases)
+    per_base = diff.groupby(level="base_seed").agg(["mean", "size"])
+    return {"method": method, "column": column, "delta": mean, "low": low, "high": high,
+            "bases": int(per_base.shape[0]), "seeds": int(per_base["size"].min()),
+            "pairs": int(diff.size), "wins": int((diff < 0).sum()),
+            "baseline": float(ce[both].mean()), "regularized": float(reg[both].mean()),
+            "sd_bases": parts.between, "sd_seeds": parts.within,
+            "per_base": {int(b): float(v) for b, v in per_base["mean"].items()}}
 
 
 def paper_effect_nats(method: str) -> tuple[float, str]:
@@ -83,6 +124,51 @@ def power_table(runs: pd.DataFrame, alpha: float = 0.1,
                          "paper_effect": effect, "effect_from": source,
                          "seeds_needed": enough, "sd_upper_80": upper,
                          "seeds_for_80_power": seeds_for_power(upper, effect)})
+    return pd.DataFrame(rows)
+
+
+#: seeds per base model the base plan (``base_power_table``) is computed at
+PLAN_SEEDS_PER_BASE = (2, 3, 5)
+
+
+def base_power_table(runs: pd.DataFrame, alpha: float = 0.1,
+                     columns: tuple[str, ...] = ("nll_1x", "nll_2x", "nll_4x")) -> pd.DataFrame:
+    """The plan of the base factor (``finetune.bases``, issue 45): per method and column with
+    runs on two or more base models (``base_seed``), the paired differences' two variance
+    components (``lsa.stats.variance_components``: between bases beyond the seeds' noise,
+    between seeds within a base) with their 80 % upper confidence bounds, and the bases a t
+    test over base means needs for 80 % power at ``PLAN_SEEDS_PER_BASE`` seeds per base
+    (``lsa.stats.groups_for_power``), against the paper's effect (``bases_for_paper_*``) and
+    against the effect measured here (``bases_for_ours_*``: how many bases would confirm the
+    direction these runs show), both at the components' upper bounds."""
+    rows = []
+    for column in columns:
+        if runs.empty or column not in runs:
+            continue
+        for method in sorted(set(runs["method"])):
+            found = base_effect(runs, column, alpha, method)
+            if found is None:
+                continue
+            sub = runs[(runs["method"] == method)]
+            ce = sub[sub["alpha"] == 0].set_index(["base_seed", "seed"])[column]
+            reg = sub[np.isclose(sub["alpha"], alpha)].set_index(["base_seed", "seed"])[column]
+            both = ce.index.intersection(reg.index)
+            diff = (reg[both] - ce[both]).astype(float)
+            parts = variance_components(diff.to_numpy(), diff.index.get_level_values(0))
+            between_up = parts.between_upper()
+            within_up = sd_upper_bound(parts.within, parts.df_within)
+            effect, source = paper_effect_nats(method)
+            row = {"method": method, "column": column, "bases": parts.groups,
+                   "seeds_per_base": parts.per_group, "effect_here": found["delta"],
+                   "paper_effect": effect, "effect_from": source,
+                   "sd_bases": parts.between, "sd_bases_upper_80": between_up,
+                   "sd_seeds": parts.within, "sd_seeds_upper_80": within_up}
+            for k in PLAN_SEEDS_PER_BASE:
+                row[f"bases_for_paper_{k}_seeds"] = groups_for_power(effect, between_up,
+                                                                     within_up, k)
+                row[f"bases_for_ours_{k}_seeds"] = groups_for_power(found["delta"], between_up,
+                                                                    within_up, k)
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -55,6 +55,7 @@ def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> ReportR
                                          for s in found},
                         metrics={"sections_found": found, "sections_missing": missing,
                                  "answers": answers(runs.sections),
+                                 "bases": 1 + len(pipe.finetune.bases.seeds),
                                  "verdicts": counts, "counted_apart": apart,
                                  "gates": [g.to_dict() for g in gates]})
 
@@ -74,7 +75,7 @@ def answers(sections: dict[str, Any]) -> dict[str, str]:
 def headline_text(setup: Setup, result: ReportResult) -> str:
     """"What this replication found" (``lsa.headline``) from the report's claims and gates."""
     return headline(result.claims_table, [Gate(**g) for g in result.metrics.get("gates", [])],
-                    setup.profile, result.metrics.get("answers"))
+                    setup.profile, result.metrics.get("answers"), result.metrics.get("bases"))
 
 
 def describe(setup: Setup, result: ReportResult) -> str:
