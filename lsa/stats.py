@@ -373,13 +373,6 @@ def nested_t_interval(values, groups, confidence: float = 0.95) -> tuple[float, 
     return ci.mean, ci.low, ci.high
 
 
-def interval_verdict(interval: PairedInterval, paper_sign: int) -> Verdict:
-    """``sign_verdict`` of a paired seed interval (``not run`` without data)."""
-    if math.isnan(interval.mean):
-        return sign_verdict(interval.low, interval.high, paper_sign, n=0)
-    return sign_verdict(interval.low, interval.high, paper_sign, n=interval.n)
-
-
 def majority_verdict(wins: int, total: int, mean_better: bool) -> Verdict:
     """Section 3, by seed (no interval): 'agrees' when the mean and a strict majority of seeds
     go the paper's way, 'disagrees' when neither does, 'inconclusive' otherwise."""

@@ -23,19 +23,20 @@ def test_paired_interval_is_the_t_interval_of_the_mean_difference():
 def test_one_seed_gives_no_interval_and_no_verdict():
     iv = stats.paired_interval([5.0], [1.0])
     assert iv.mean == 4.0 and math.isnan(iv.low) and not iv.excludes_zero()
-    assert stats.interval_verdict(iv, -1) == "inconclusive"
-    assert stats.interval_verdict(stats.paired_interval([], []), -1) == "not run"
+    assert stats.sign_verdict(iv.low, iv.high, -1, n=iv.n) == "inconclusive"
+    empty = stats.paired_interval([], [])
+    assert stats.sign_verdict(empty.low, empty.high, -1, n=empty.n) == "not run"
 
 
-def test_interval_verdict_directions():
+def test_sign_verdict_of_a_seed_interval():
     lower = stats.paired_interval([1.0, 1.1, 0.9, 1.0], [2.0, 2.0, 2.0, 2.1])  # clearly lower
     assert lower.excludes_zero() and lower.high < 0
-    assert stats.interval_verdict(lower, -1) == "agrees"
-    assert stats.interval_verdict(lower, +1) == "disagrees"
+    assert stats.sign_verdict(lower.low, lower.high, -1, n=lower.n) == "agrees"
+    assert stats.sign_verdict(lower.low, lower.high, +1, n=lower.n) == "disagrees"
     noisy = stats.paired_interval([1.0, 3.0, 0.0], [2.0, 2.0, 2.0])
-    assert stats.interval_verdict(noisy, -1) == "inconclusive"
+    assert stats.sign_verdict(noisy.low, noisy.high, -1, n=noisy.n) == "inconclusive"
     with pytest.raises(ValueError, match="paper_sign"):
-        stats.interval_verdict(lower, 0)
+        stats.sign_verdict(lower.low, lower.high, 0, n=lower.n)
 
 
 def test_pearson_value_and_exact_permutation_p_value():
@@ -204,7 +205,7 @@ def test_the_verdict_type_lists_exactly_the_words_the_rules_make():
     assert set(typing.get_args(stats.Verdict)) == words
     assert claims.Verdict is stats.Verdict  # one type: the claims carry what the rules return
     assert typing.get_type_hints(claims.Claim)["verdict"] is stats.Verdict
-    for rule in (stats.sign_verdict, stats.resolve_verdict, stats.interval_verdict,
+    for rule in (stats.sign_verdict, stats.resolve_verdict,
                  stats.majority_verdict, stats.equivalence_verdict, stats.control_outcome,
                  stats.audit_outcome, stats.threshold_outcome):
         assert typing.get_type_hints(rule)["return"] is stats.Verdict, rule.__name__
