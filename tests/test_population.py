@@ -225,22 +225,31 @@ def test_influence_leaves_a_cluster_out_whole():
     assert r.loc["base model", "kind"] == "base model, base + RoPE, no fine-tuning"
 
 
-def test_the_influence_audit_fails_when_one_unit_moves_an_interval_across_0():
+def _one_row_and_two_refits(base: str, units: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """T1.1's row with every unit (r -0.6 [-0.9, -0.2], 12 units) and its refits without
+    ``base`` (``units`` units: -0.3 [-0.7, +0.1]) and without one fine-tuning run."""
     rows = pd.DataFrame([{"predictor": "misalignment", "method": "pearson", "score": "s",
                           "r": -0.6, "low": -0.9, "high": -0.2, "p_permutation": 0.01, "n": 12}])
     inf = pd.DataFrame([
-        {"unit": "base", "kind": "base model", "units": 1, "statistic": "r(misalignment)",
-         "value": -0.3, "low": -0.7, "high": 0.1, "shift": 0.3, "n": 11},
+        {"unit": base, "kind": "base model", "units": units, "statistic": "r(misalignment)",
+         "value": -0.3, "low": -0.7, "high": 0.1, "shift": 0.3, "n": 12 - units},
         {"unit": "pi CE", "kind": "fine-tuning run", "units": 1, "statistic": "r(misalignment)",
          "value": -0.62, "low": -0.9, "high": -0.25, "shift": -0.02, "n": 11}])
-    claims = {c["id"]: c for c in table1_claims(rows, pd.DataFrame(), pd.DataFrame(),
-                                                pd.DataFrame(), None, "s", 200, inf)}
+    return rows, inf
+
+
+def _table1(rows: pd.DataFrame, influence: pd.DataFrame) -> dict[str, dict]:
+    return {c["id"]: c for c in table1_claims(rows, pd.DataFrame(), pd.DataFrame(),
+                                              pd.DataFrame(), None, "s", 200, influence)}
+
+
+def test_the_influence_audit_fails_when_one_unit_moves_an_interval_across_0():
+    rows, inf = _one_row_and_two_refits("base", 1)
+    claims = _table1(rows, inf)
     assert claims["T1.8"]["verdict"] == "fails" and claims["T1.8"]["kind"] == "control"
     assert "largest shift without base (base model)" in claims["T1.8"]["ours"]
     assert "r(misalignment) without base" in claims["T1.8"]["ours"]
-    steady = inf.assign(low=-0.8, high=-0.1)
-    claims = {c["id"]: c for c in table1_claims(rows, pd.DataFrame(), pd.DataFrame(),
-                                                pd.DataFrame(), None, "s", 200, steady)}
+    claims = _table1(rows, inf.assign(low=-0.8, high=-0.1))
     assert claims["T1.8"]["verdict"] == "passes" and "0 of 2 fits change side" \
         in claims["T1.8"]["ours"]
 
@@ -248,20 +257,12 @@ def test_the_influence_audit_fails_when_one_unit_moves_an_interval_across_0():
 def test_a_paper_claim_names_the_cluster_its_verdict_rests_on():
     """T1.1's verdict with every unit (r -0.6 [-0.9, -0.2] against the paper's -0.85:
     agrees) changes without the base model (-0.3 [-0.7, +0.1]: smaller than the paper's effect,
-    as it excludes -0.85), not without a
-    fine-tuning run: the row says it rests on the base model, with the refit's numbers, and
-    the table a reader sees marks the verdict."""
+    as it excludes -0.85), not without a fine-tuning run: the row says it rests on the base
+    model, with the refit's numbers, and the table a reader sees marks the verdict."""
     from lsa.claims import claims_table, display
 
-    rows = pd.DataFrame([{"predictor": "misalignment", "method": "pearson", "score": "s",
-                          "r": -0.6, "low": -0.9, "high": -0.2, "p_permutation": 0.01, "n": 12}])
-    inf = pd.DataFrame([
-        {"unit": "base model", "kind": "base model", "units": 5, "statistic": "r(misalignment)",
-         "value": -0.3, "low": -0.7, "high": 0.1, "shift": 0.3, "n": 7},
-        {"unit": "pi CE", "kind": "fine-tuning run", "units": 1, "statistic": "r(misalignment)",
-         "value": -0.62, "low": -0.9, "high": -0.25, "shift": -0.02, "n": 11}])
-    claims = {c["id"]: c for c in table1_claims(rows, pd.DataFrame(), pd.DataFrame(),
-                                                pd.DataFrame(), None, "s", 200, inf)}
+    rows, inf = _one_row_and_two_refits("base model", 5)
+    claims = _table1(rows, inf)
     t11 = claims["T1.1"]
     assert t11["verdict"] == "agrees" and t11["rests_on"] == "base model"
     assert ("rests on base model (1 of 2 clusters left out in turn change the verdict): "
@@ -270,8 +271,7 @@ def test_a_paper_claim_names_the_cluster_its_verdict_rests_on():
     shown = display(claims_table(list(claims.values()))).set_index("id")
     assert shown.loc["T1.1", "verdict"] == "agrees (rests on base model)"
     inf.loc[0, ["value", "low", "high"]] = [-0.55, -0.88, -0.15]   # now no cluster moves it
-    again = {c["id"]: c for c in table1_claims(rows, pd.DataFrame(), pd.DataFrame(),
-                                               pd.DataFrame(), None, "s", 200, inf)}["T1.1"]
+    again = _table1(rows, inf)["T1.1"]
     assert again["rests_on"] == "" and "no one cluster changes the verdict (2 left out" \
         in again["evidence"]
 
