@@ -94,28 +94,30 @@ def paper_line(row: dict[str, Any], gates=None) -> str:
     return text
 
 
-def bases_line(bases: int | None) -> str:
-    """What the fine-tuning verdicts rest on: one pretrained base model, or several (the base
-    a random factor of Section 5.2's paper claims, ``finetune.bases``); "" where unknown (an
-    older snapshot)."""
-    if not bases:
+def bases_line(bases: dict[str, Any] | None) -> str:
+    """What the fine-tuning verdicts rest on (``bases``: ``count``, the pretrained base models,
+    and ``methods``, those whose Section 5.2 paper claim runs on each: ``finetune.bases``):
+    one base model, or several; "" where unknown (an older snapshot)."""
+    if not bases or not bases.get("count"):
         return ""
-    if bases == 1:
+    if bases["count"] == 1:
         return ("*On one base model*: every fine-tuning verdict here compares runs from one "
                 "pretrained base model, whose seeds vary the fine-tuning only, so it is about "
                 "this base, not about the method in general (`finetune.bases` adds "
                 "independently pretrained ones).")
-    return (f"*On {bases} base models*: Section 5.2's paper claims are judged on the t "
-            "interval over the base models' means (seeds nested in bases); the other "
-            "fine-tuning verdicts are about the pipeline's base model.")
+    methods = bases.get("methods", [])
+    claims = ", ".join(f"S5.{m}" for m in methods) + (" is" if len(methods) == 1 else " are")
+    return (f"*On {bases['count']} base models*: {claims} judged on the t interval over "
+            "the base models' means (seeds nested in bases); every other fine-tuning verdict "
+            "is about the pipeline's base model.")
 
 
 def headline(table, gates=None, profile: str = "", answers: dict[str, str] | None = None,
-             bases: int | None = None) -> str:
+             bases: dict[str, Any] | None = None) -> str:
     """The three parts of the module's docstring, as markdown, from ``table`` (a claims table:
     ``lsa.claims.claims_table``, with ``p_holm`` where the report computed it), the premise
-    ``gates``, the sections' sentences that answer an objection (``answers``) and the number
-    of independently pretrained base models the fine-tuning claims rest on (``bases``)."""
+    ``gates``, the sections' sentences that answer an objection (``answers``) and the
+    independently pretrained base models the fine-tuning claims rest on (``bases_line``)."""
     answers = answers or {}
     rows = table.to_dict(orient="records")
     paper = [r for r in rows if r.get("origin") == "paper"]

@@ -249,10 +249,10 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     return "\n".join(out)
 
 
-def _report_answers(snapshot: Path) -> tuple[dict[str, str], int | None]:
-    """The report's sentences that answer the paper's objections and the number of base
-    models its fine-tuning claims rest on (its ``metrics.json`` in the snapshot's
-    ``sections/``; none in a snapshot without them)."""
+def _report_answers(snapshot: Path) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """The report's sentences that answer the paper's objections and the base models its
+    fine-tuning claims rest on (its ``metrics.json`` in the snapshot's ``sections/``; none in
+    a snapshot without them)."""
     from lsa import files
 
     path = snapshot / "sections" / REPORT / "metrics.json"

@@ -66,10 +66,10 @@ def test_the_headline_says_what_the_fine_tuning_verdicts_rest_on():
     """One base model: the verdicts are about it; several: Section 5.2's paper claims are on
     the t over base means; unknown (an older snapshot): nothing said."""
     rows = [claim("S5.eabf", "c", **judged(0.05, 0.08, -1, -0.017, n=3))]
-    one = headline(claims_table(rows), bases=1)
+    one = headline(claims_table(rows), bases={"count": 1, "methods": []})
     assert "*On one base model*" in one and "about this base" in one
-    assert "*On 3 base models*: Section 5.2's paper claims" in headline(claims_table(rows),
-                                                                         bases=3)
+    three = headline(claims_table(rows), bases={"count": 3, "methods": ["eabf"]})
+    assert "*On 3 base models*: S5.eabf is judged on the t interval" in three
     assert "base model*" not in headline(claims_table(rows))
     rests = headline(claims_table([{**rows[0], "rests_on": "base model"}]))
     assert "**disagrees** (rests on base model)" in rests

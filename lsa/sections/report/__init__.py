@@ -55,7 +55,9 @@ def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> ReportR
                                          for s in found},
                         metrics={"sections_found": found, "sections_missing": missing,
                                  "answers": answers(runs.sections),
-                                 "bases": 1 + len(pipe.finetune.bases.seeds),
+                                 "bases": {"count": 1 + len(pipe.finetune.bases.seeds),
+                                           "methods": (pipe.finetune.bases.methods
+                                                       if pipe.finetune.bases.seeds else [])},
                                  "verdicts": counts, "counted_apart": apart,
                                  "gates": [g.to_dict() for g in gates]})
 
