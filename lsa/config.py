@@ -475,8 +475,9 @@ class AblationConfig(StrictConfig):
         factory=list, each_ge=0,
         help="pretraining seeds of further, independently pretrained base models: the core "
              "comparisons (CE, CE on both windows, SCE at alpha, Jeffreys at "
-             "robust_jeffreys_alpha) run on each at every seed, and on the pipeline's base; "
-             "[]: one base model")
+             "robust_jeffreys_alpha) and, where configured, items compute and parts run on "
+             "each at every seed, and on the pipeline's base; comparisons on two or more are "
+             "judged on a t over the base means; []: one base model")
     robust_jeffreys_alpha: float = setting(
         1.0, gt=0, help="base_seeds: the Jeffreys arm of the core comparisons (item "
                         "divergence's best, fixed here before the run)")

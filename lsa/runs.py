@@ -376,6 +376,7 @@ def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
             specs.append(make_run("none", 0.0, seed, ce_on="both"))
     specs += [spec for base in (None, *ab.base_seeds) if ab.base_seeds
               for spec in core_specs(ab, base)]
+    specs += [spec for base in ab.base_seeds for spec in paper_item_specs(ab, base)]
     unique: dict[str, RunConfig] = {}
     for spec in specs:
         unique.setdefault(spec.name, spec)
@@ -392,6 +393,24 @@ def core_specs(ab: AblationConfig, base_seed: int | None) -> list[RunConfig]:
         make_run(m, 0.0, seed, ce_on="both", base_seed=base_seed),
         make_run(m, ab.alpha, seed, base_seed=base_seed),
         make_run(m, ab.robust_jeffreys_alpha, seed, divergence="jeffreys", base_seed=base_seed))]
+
+
+def paper_item_specs(ab: AblationConfig, base_seed: int) -> list[RunConfig]:
+    """The runs of Section 5.3's paper claims that stand on the ablation method (the
+    rebuttal's equal compute, item ``compute``, and parts, item ``parts``) on a further base
+    model (``ablation.base_seeds``), beyond its core comparisons: CE-only at each of
+    ``compute_steps``; raw fine-tuning (``none``) with CE, with CE on both windows and with CE
+    + alpha SCE; at every seed."""
+    m, out = ab.method, []
+    for seed in ab.seeds:
+        if "compute" in ab.items:
+            out += [make_run(m, 0.0, seed, steps=n, base_seed=base_seed)
+                    for n in ab.compute_steps]
+        if "parts" in ab.items:
+            out += [make_run("none", 0.0, seed, base_seed=base_seed),
+                    make_run("none", 0.0, seed, ce_on="both", base_seed=base_seed),
+                    make_run("none", ab.alpha, seed, base_seed=base_seed)]
+    return out
 
 
 def gate_specs(pipe: PipelineConfig) -> list[RunConfig]:

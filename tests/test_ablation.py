@@ -101,7 +101,8 @@ def given(cfg, column, steps=10, equal_steps=20.0):
 
 
 def _eff(rows):
-    base = {"baseline_mean": 10.0, "changed_mean": 9.0, "seeds": 3, "method": "pi"}
+    base = {"baseline_mean": 10.0, "changed_mean": 9.0, "seeds": 3, "bases": 1, "n": 3,
+            "method": "pi"}
     return pd.DataFrame([{**base, **r} for r in rows])
 
 
@@ -195,7 +196,8 @@ def test_far_context_claims_come_after_the_items_claims_whose_ids_stay():
     cfg = AblationConfig(items=["divergence"], seeds=[0, 1], sce_alphas=[0.1],
                          jeffreys_alphas=[1.0], entropy_alphas=[0.1])
     rows = [{"method": "pi", "setting": s, "baseline": "pi CE", "column": c, "delta": 0.1,
-             "low": -0.1, "high": 0.3, "seeds": 2, "baseline_mean": 1.0, "changed_mean": 1.1}
+             "low": -0.1, "high": 0.3, "seeds": 2, "bases": 1, "n": 2, "baseline_mean": 1.0,
+             "changed_mean": 1.1}
             for s in ("SCE 0.1", "Jeffreys 1", "entropy 0.1")
             for c in ("nll_4x", "ppl_4x", "misalignment", "jeffreys", "mean_entropy",
                       "nll_copy_1x", "nll_copy_2x")]
@@ -270,7 +272,8 @@ def test_the_compute_claim_takes_the_run_nearest_to_equal_counted_work():
     cfg = AblationConfig(items=["compute"], seeds=[0, 1], compute_steps=[75, 120])
     eff = pd.DataFrame([{"method": "pi", "setting": arm, "baseline": "pi CE, 120 steps",
                          "column": "ppl_4x", "delta": d, "low": d - 4, "high": d + 4,
-                         "seeds": 2, "baseline_mean": 180.0, "changed_mean": 180.0 + d,
+                         "seeds": 2, "bases": 1, "n": 2, "baseline_mean": 180.0,
+                         "changed_mean": 180.0 + d,
                          "noise": 1.0} for arm, d in (("SCE 0.1", 11.0), ("Jeffreys 1", -6.0))])
     out = claims.Claims()
     claims.compute_claims(out, eff, given(cfg, "ppl_4x", steps=60, equal_steps=120.0))
@@ -510,3 +513,30 @@ def test_the_premise_hook_says_the_texts_are_no_verdict_and_splits_the_claims():
         assert len(result.claims_paper) + len(result.claims_controls) == len(result.claims)
         assert list(result.claims_paper["verdict"]) == (
             ["not run"] * 5 + ["disagrees" if passed else "premise not met"])
+
+
+def test_effects_take_the_base_models_as_a_random_factor_where_both_settings_ran_on_them():
+    """Pairs by (base model, seed): where both settings ran on two base models the interval is
+    the t over the base means (1 df), the row counts bases and seeds; a comparison that ran on
+    one base model keeps its t over seeds, as before."""
+    rows = []
+    for base, shift in ((0, -1.0), (1, +3.0)):
+        for seed in (0, 1):
+            for setting, v in (("CE", 10.0), ("SCE 0.1", 10.0 + shift + 0.1 * seed)):
+                rows.append({"method": "eabf", "setting": setting, "seed": seed,
+                             "base_seed": base, "nll_4x": v})
+    rows += [{"method": "eabf", "setting": "Jeffreys 1", "seed": s, "base_seed": 0,
+              "nll_4x": 9.0 + 0.5 * s} for s in (0, 1)]
+    eff = tables.effects(pd.DataFrame(rows), [("eabf", "SCE 0.1", "eabf", "CE"),
+                                              ("eabf", "Jeffreys 1", "eabf", "CE")], ["nll_4x"])
+    sce, jeff = eff.iloc[0], eff.iloc[1]
+    means = [-1.0 + 0.05, 3.0 + 0.05]                     # each base's mean over its seeds
+    half = 12.706205 * np.std(means, ddof=1) / math.sqrt(2)
+    assert (sce.bases, sce.seeds, sce.n) == (2, 2, 2)
+    assert (sce.delta, sce.low, sce.high) == pytest.approx((1.05, 1.05 - half, 1.05 + half))
+    assert (jeff.bases, jeff.seeds, jeff.n) == (1, 2, 2)  # one base: the seeds' t interval
+    from lsa.stats import paired_interval
+
+    ci = paired_interval([9.0, 9.5], [10.0, 10.0])
+    assert (jeff.low, jeff.high) == pytest.approx((ci.low, ci.high))
+    assert "2 base models x 2 seeds (t over the base means)" in claims._effect_text(sce)

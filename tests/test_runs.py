@@ -320,3 +320,21 @@ def test_the_base_factor_runs_sections_5_2s_paper_comparisons_on_every_base():
     with pytest.raises(ConfigError, match="must share the seeds"):
         from_mapping({"profile": "smoke", "defaults": {"finetune": {
             "bases": {"seeds": [1], "finetune_seeds": [0, 7]}}}})
+
+
+def test_further_bases_carry_section_5_3s_paper_items():
+    """ablation.base_seeds with items compute and parts: beside the core comparisons, CE-only
+    at each compute_steps and raw fine-tuning (CE, CE on both windows, CE + alpha SCE) on each
+    further base, at every seed; without those items nothing more."""
+    pipe = from_mapping({"profile": "smoke", "defaults": {"ablation": {
+        "base_seeds": [1], "items": ["divergence", "compute", "parts"], "seeds": [0],
+        "compute_steps": [13, 20]}}})
+    rs = runs_of(pipe)
+    more = {n for n in rs.ablation if n.endswith("_b1")}
+    m = pipe.ablation.method
+    assert {f"{m}_a0_s0_steps13_b1", f"{m}_a0_s0_steps20_b1", "none_a0_s0_b1",
+            "none_a0_s0_ceboth_b1", "none_a0.1_s0_b1"} <= more
+    core_only = from_mapping({"profile": "smoke", "defaults": {"ablation": {
+        "base_seeds": [1], "items": ["divergence"], "seeds": [0]}}})
+    assert not any("steps" in n or n.startswith("none") for n in runs_of(core_only).ablation
+                   if n.endswith("_b1"))

@@ -1,8 +1,10 @@
 """Section 5.3 (notebook ``04_ablations``): the regularizer taken apart. Every run is a
 fine-tuning run of the one trainer from the pipeline's base model, paired by seed (further
-base models, ``ablation.base_seeds``: the core comparisons again, paired by base and seed);
-every effect is the mean paired difference over seeds with its Student t interval
-(``tables``), a verdict only outside it (``claims``, ``lsa.stats``). The items (``ITEMS``,
+base models, ``ablation.base_seeds``: the core comparisons and the paper's items compute and
+parts again, paired by base and seed); every effect is the mean paired difference over seeds
+with its Student t interval, or over base models where a comparison ran on two or more (a t
+over the base means: ``tables.effects``), a verdict only outside it (``claims``,
+``lsa.stats``). The items (``ITEMS``,
 one ``Item`` each): 1 alignment or sharpening (``divergence``), 2 the alpha sweep, 3 the
 l_extra range, 4 the longer-exposure control, 5 equal compute (counted work: the tokens a step
 runs forward and backward, never a timing), 6 each part alone. A profile that does not run an
@@ -142,7 +144,9 @@ def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> Ablatio
         if item.key not in cfg.items:
             result.claims.append(claims.not_run(number, item.label))
             continue
-        eff = tables.effects(own, item.pairs(cfg), item.columns(own))
+        # on every base model where a comparison ran on two or more (ablation.base_seeds):
+        # the core comparisons and the paper's items compute and parts
+        eff = tables.effects(every, item.pairs(cfg), item.columns(own))
         result.effects[item.key] = eff
         item.claims(out, eff, given)
     far = None

@@ -30,12 +30,14 @@ SECTION = "Sec. 5.3"
 
 
 def _effect_text(row: Any, ppl: Any = None) -> str:
-    interval = (f"[{row.low:+.3g}, {row.high:+.3g}]" if row.seeds > 1 and math.isfinite(row.low)
+    interval = (f"[{row.low:+.3g}, {row.high:+.3g}]" if row.n > 1 and math.isfinite(row.low)
                 else "(one seed: no interval)")
     kind = row.column.split("_")[0]
     unit = kind.upper() if kind in ("nll", "ppl") else row.column
+    over = (f"{row.bases} base models x {row.seeds} seeds (t over the base means)"
+            if row.bases > 1 else f"{row.seeds} seeds")
     text = (f"{unit} {fmt(row.baseline_mean, 4)} -> {fmt(row.changed_mean, 4)}, paired diff "
-            f"{row.delta:+.3g} {interval}, {row.seeds} seeds")
+            f"{row.delta:+.3g} {interval}, {over}")
     if ppl is not None:
         text += f" (PPL {fmt(ppl.baseline_mean, 4)} -> {fmt(ppl.changed_mean, 4)})"
     return text
@@ -77,8 +79,8 @@ class Claims:
         ppl = (effect_row(eff, method, setting, baseline, "ppl_" + column[4:])
                if column.startswith("nll_") else None)
         verdict: dict[str, Any] = (
-            judged(row.low, row.high, sign, None, row.seeds) if kind == "paper" else
-            {"verdict": control_outcome(row.low, row.high, row.seeds, words)})
+            judged(row.low, row.high, sign, None, row.n) if kind == "paper" else
+            {"verdict": control_outcome(row.low, row.high, row.n, words)})
         if kind == "paper":
             evidence = f"{evidence}; {resolution_text(row.low, row.high, None)}".strip("; ")
         self.claims.append(Claim(id=id, section=SECTION, claim=claim, paper=paper, grade=grade,

@@ -86,24 +86,40 @@ def summary(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 def effects(runs: pd.DataFrame, pairs: list[Pair], columns: list[str]) -> pd.DataFrame:
     """Per (method, setting, baseline method, baseline setting) in ``pairs`` and column: the
-    paired difference over seeds with its 95 % t interval (``delta``, ``low``, ``high``,
-    ``seeds``), beside both means."""
+    paired difference (same base model, same seed) beside both means. On one base model: its
+    mean over seeds with the 95 % t interval over seeds. Where both settings ran on two or
+    more base models (``base_seed``; ``ablation.base_seeds``): the mean of the base models'
+    means with the t interval over them (``stats.nested_t_interval``: seeds nested in bases),
+    the base model a random factor. ``delta``, ``low``, ``high``; ``bases``; ``seeds`` (per base
+    model, the fewest); ``n``: the interval's units (bases, or seeds on one base)."""
     rows = []
+    keys = ["base_seed", "seed"] if "base_seed" in runs else ["seed"]
     for method, setting, base_method, base_setting in pairs:
         changed = runs[(runs["method"] == method) & (runs["setting"] == setting)]
         base = runs[(runs["method"] == base_method) & (runs["setting"] == base_setting)]
-        changed, base = changed.set_index("seed"), base.set_index("seed")
-        seeds = changed.index.intersection(base.index)
+        changed, base = changed.set_index(keys), base.set_index(keys)
+        both = changed.index.intersection(base.index)
         for col in columns:
-            ci = stats.paired_interval(changed.loc[seeds, col].to_numpy(float),
-                                       base.loc[seeds, col].to_numpy(float))
+            diff = (changed.loc[both, col].astype(float) - base.loc[both, col].astype(float))
+            groups = (diff.index.get_level_values("base_seed") if len(keys) == 2
+                      else pd.Index([0] * len(diff)))
+            per_base = diff.groupby(groups).size()
+            if len(per_base) >= 2:
+                mean, low, high = stats.nested_t_interval(diff.to_numpy(), groups)
+                n = len(per_base)
+            else:
+                ci = stats.paired_interval(changed.loc[both, col].to_numpy(float),
+                                           base.loc[both, col].to_numpy(float))
+                mean, low, high, n = ci.mean, ci.low, ci.high, ci.n
             rows.append({"method": method, "setting": setting,
                          "baseline": f"{base_method} {base_setting}", "column": col,
-                         "baseline_mean": float(base.loc[seeds, col].mean()) if len(seeds)
+                         "baseline_mean": float(base.loc[both, col].mean()) if len(both)
                          else math.nan,
-                         "changed_mean": float(changed.loc[seeds, col].mean()) if len(seeds)
+                         "changed_mean": float(changed.loc[both, col].mean()) if len(both)
                          else math.nan,
-                         "delta": ci.mean, "low": ci.low, "high": ci.high, "seeds": ci.n})
+                         "delta": mean, "low": low, "high": high,
+                         "bases": len(per_base), "seeds": int(per_base.min()) if len(per_base)
+                         else 0, "n": n})
     return pd.DataFrame(rows)
 
 
