@@ -266,10 +266,10 @@ class BaseFactor(StrictConfig):
         factory=list, each_ge=0,
         help="pretraining seeds of the further base models; []: one base model (the verdicts "
              "are about that base)")
-    methods: list[Method] = setting(
+    methods: list[Literal["clex", "eabf", "longqlora"]] = setting(
         factory=lambda: ["clex", "eabf", "longqlora"], unique=True,
-        help="the methods whose paper comparison runs on every base (the paper's: CLEX, "
-             "LongQLoRA, EABF)")
+        help="the methods whose paper comparison (S5.<method>) runs on every base: of the "
+             "paper's Tables 2-3 (lsa.claims.PAPER_PPL_MULTIPLE)")
     finetune_seeds: list[int] = setting(
         factory=lambda: [0, 1, 2], unique=True,
         help="the fine-tuning seeds on every base, nested in it (the pipeline's base runs them "

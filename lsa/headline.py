@@ -95,9 +95,11 @@ def paper_line(row: dict[str, Any], gates=None) -> str:
 
 
 def bases_line(bases: dict[str, Any] | None) -> str:
-    """What the fine-tuning verdicts rest on (``bases``: ``count``, the pretrained base models,
-    and ``methods``, those whose Section 5.2 paper claim runs on each: ``finetune.bases``):
-    one base model, or several; "" where unknown (an older snapshot)."""
+    """What the fine-tuning verdicts rest on (``bases``: ``count``, the pretrained base models;
+    ``methods``, those whose Section 5.2 paper claim runs on each, ``finetune.bases``;
+    ``ablation``, whether Section 5.3's core comparisons, compute and parts do,
+    ``ablation.base_seeds``): one base model, or several; "" where unknown (an older
+    snapshot)."""
     if not bases or not bases.get("count"):
         return ""
     if bases["count"] == 1:
@@ -105,11 +107,13 @@ def bases_line(bases: dict[str, Any] | None) -> str:
                 "pretrained base model, whose seeds vary the fine-tuning only, so it is about "
                 "this base, not about the method in general (`finetune.bases` adds "
                 "independently pretrained ones).")
-    methods = bases.get("methods", [])
-    claims = ", ".join(f"S5.{m}" for m in methods) + (" is" if len(methods) == 1 else " are")
-    return (f"*On {bases['count']} base models*: {claims} judged on the t interval over "
-            "the base models' means (seeds nested in bases); every other fine-tuning verdict "
-            "is about the pipeline's base model.")
+    methods = bases.get("methods") or []
+    parts = ([", ".join(f"S5.{m}" for m in methods)] if methods else []) + (
+        ["Section 5.3's comparisons that ran on every base (core, equal compute, parts)"]
+        if bases.get("ablation") else [])
+    return (f"*On {bases['count']} base models*: " + " and ".join(parts) + " are judged on "
+            "the t interval over the base models' means (seeds nested in bases); every other "
+            "fine-tuning verdict is about the pipeline's base model.")
 
 
 def headline(table, gates=None, profile: str = "", answers: dict[str, str] | None = None,

@@ -452,6 +452,11 @@ def check_plan(pipe: PipelineConfig) -> None:
         if spec.name in grid and grid[spec.name] != spec.to_dict():
             raise ConfigError(f"finetune.runs: run {spec.name!r} has other settings than "
                               f"the ablation run of that name; rename it")
+    ft = pipe.finetune
+    if ft.bases.seeds and not {0.0, pipe.view.alpha} <= set(ft.alphas):
+        raise ConfigError(f"finetune.bases: the base factor compares CE with CE + view.alpha "
+                          f"({pipe.view.alpha:g}) on the pipeline's base too, so "
+                          f"finetune.alphas ({ft.alphas}) must hold 0 and {pipe.view.alpha:g}")
     for key, seeds in (("ablation.base_seeds", pipe.ablation.base_seeds),
                        ("finetune.bases.seeds", pipe.finetune.bases.seeds)):
         if pipe.pretrain.seed in seeds:
@@ -523,8 +528,8 @@ class RunSet:
         gates = gate_specs(pipe)
         self.gate_runs = [s.name for s in gates]
         specs = {s.name: s for s in gates}
-        specs.update({s.name: s for s in factor})
         specs.update({s.name: s for s in ablation})
+        specs.update({s.name: s for s in factor})  # its processes (method_processes) kept
         specs.update({s.name: s for s in grid})  # equal settings (check_plan)
         def start(spec: RunConfig) -> Run:
             return self.bases[base_name(spec.base_seed)]

@@ -362,10 +362,11 @@ def nested_t_interval(values, groups, confidence: float = 0.95) -> tuple[float, 
     """``(mean, low, high)``: the mean over groups of the group means (each group weighs
     alike) with the Student t interval over those means (groups - 1 degrees of freedom): the
     interval of a nested design whose groups (bases) are a random factor and whose members
-    (seeds) are nested in them. NaN bounds below two groups."""
+    (seeds) are nested in them. Missing values are dropped; NaN bounds below two groups."""
     means: dict[Any, list[float]] = {}
     for g, v in zip(np.asarray(groups), np.asarray(values, dtype=float)):
-        means.setdefault(g, []).append(float(v))
+        if math.isfinite(v):  # a missing value leaves its group's mean to the others
+            means.setdefault(g, []).append(float(v))
     group_means = np.array([np.mean(v) for v in means.values()])
     if group_means.size == 0:
         return math.nan, math.nan, math.nan

@@ -148,7 +148,7 @@ def test_far_context_text_answers_whether_a_regularizer_ignores_far_context():
     assert "not answered" in claims.far_context_text(None)
     # no verdict from the 2x probes alone, nor from one seed
     assert "not answered" in claims.far_context_text(eff[eff["column"] != "nll_copy_1x"])
-    assert "not answered" in claims.far_context_text(eff.assign(seeds=1))
+    assert "not answered" in claims.far_context_text(eff.assign(seeds=1, n=1))
     runs = pd.DataFrame(columns=["nll_copy_1x", "nll_copy_4x", "nll_copy_2x", "nll_1x"])
     assert tables.far_columns(runs) == ["nll_copy_1x", "nll_copy_2x"]
 

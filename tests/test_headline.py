@@ -68,8 +68,17 @@ def test_the_headline_says_what_the_fine_tuning_verdicts_rest_on():
     rows = [claim("S5.eabf", "c", **judged(0.05, 0.08, -1, -0.017, n=3))]
     one = headline(claims_table(rows), bases={"count": 1, "methods": []})
     assert "*On one base model*" in one and "about this base" in one
-    three = headline(claims_table(rows), bases={"count": 3, "methods": ["eabf"]})
-    assert "*On 3 base models*: S5.eabf is judged on the t interval" in three
+    three = headline(claims_table(rows), bases={"count": 3, "methods": ["eabf"],
+                                                "ablation": True})
+    assert ("*On 3 base models*: S5.eabf and Section 5.3's comparisons that ran on every base "
+            "(core, equal compute, parts) are judged on the t interval") in three
+    from lsa.config import load_config
+    from lsa.sections.report import bases_of
+
+    assert bases_of(load_config(profile="mini")) == {"count": 1, "methods": [],
+                                                     "ablation": False}
+    assert bases_of(load_config(profile="mini-full")) == {"count": 3, "methods": ["eabf"],
+                                                          "ablation": True}
     assert "base model*" not in headline(claims_table(rows))
     rests = headline(claims_table([{**rows[0], "rests_on": "base model"}]))
     assert "**disagrees** (rests on base model)" in rests

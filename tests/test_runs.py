@@ -320,6 +320,12 @@ def test_the_base_factor_runs_sections_5_2s_paper_comparisons_on_every_base():
     with pytest.raises(ConfigError, match="must share the seeds"):
         from_mapping({"profile": "smoke", "defaults": {"finetune": {
             "bases": {"seeds": [1], "finetune_seeds": [0, 7]}}}})
+    with pytest.raises(ConfigError, match="must hold 0 and 0.1"):
+        runs_of(from_mapping({"profile": "smoke", "defaults": {"finetune": {
+            **factor, "alphas": [0.0, 0.3]}}}))
+    with pytest.raises(ConfigError, match="bases"):   # no S5.pi claim to run on the bases
+        from_mapping({"profile": "smoke", "defaults": {"finetune": {
+            "bases": {"seeds": [1], "methods": ["pi"], "finetune_seeds": [0]}}}})
 
 
 def test_further_bases_carry_section_5_3s_paper_items():

@@ -282,3 +282,27 @@ def test_the_papers_claim_on_three_base_models_is_a_t_over_the_base_means():
     assert "the pipeline's base alone: 3 seeds" in claim.evidence
     (alone,) = paper_length_claims(grid, 0.1, bases=pd.DataFrame())
     assert ONE_BASE in alone.evidence and "base models" not in alone.ours
+
+
+def test_the_base_plan_pairs_only_ce_with_the_plain_regularized_run():
+    """python -m lsa power's base plan reads the base factor's and the ablation's runs
+    together: CE on both windows (alpha 0) and Jeffreys at 0.1 must not be paired in. EABF's
+    differences 0.1, 0.2 (base 0) and 0.3, 0.4 (base 1): within mean square 0.005, between
+    2 x (0.1^2 + 0.1^2) = 0.04, so between = sqrt((0.04 - 0.005) / 2); methods without a row
+    in the paper's tables get no plan."""
+    from lsa.sections.finetuning.tables import base_power_table
+
+    rows = []
+    for base, diffs in ((0, (0.1, 0.2)), (1, (0.3, 0.4))):
+        for seed, d in enumerate(diffs):
+            for setting, alpha, v in (("CE", 0.0, 2.0), ("SCE 0.1", 0.1, 2.0 + d),
+                                      ("CE (both windows)", 0.0, 9.0),
+                                      ("Jeffreys 0.1", 0.1, -5.0)):
+                for method in ("eabf", "none"):
+                    rows.append({"method": method, "setting": setting, "alpha": alpha,
+                                 "seed": seed, "base_seed": base, "nll_1x": v})
+    (row,) = base_power_table(pd.DataFrame(rows)).to_dict(orient="records")
+    assert row["method"] == "eabf" and (row["bases"], row["seeds_per_base"]) == (2, 2.0)
+    assert row["effect_here"] == pytest.approx(0.25)
+    assert row["sd_seeds"] == pytest.approx(math.sqrt(0.005))
+    assert row["sd_bases"] == pytest.approx(math.sqrt((0.04 - 0.005) / 2))

@@ -151,7 +151,7 @@ def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> Ablatio
         item.claims(out, eff, given)
     far = None
     if "exposure" in cfg.items:  # item 4's question per method, against the same-cost control
-        far = tables.effects(own, tables.far_context_pairs(cfg), tables.far_columns(own))
+        far = tables.effects(every, tables.far_context_pairs(cfg), tables.far_columns(own))
         result.effects_far_context = far
         if len(far):
             claims.far_context_claims(out, far, cfg)

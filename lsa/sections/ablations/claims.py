@@ -27,6 +27,8 @@ from lsa.sections.ablations.tables import (
 from lsa.stats import EXCLUDES_ZERO, HELPS, MOVES, Outcomes, control_outcome, resolution_text
 
 SECTION = "Sec. 5.3"
+#: how a comparison that may run on several base models is paired (``tables.effects``)
+PAIRED = "paired by seed, and by base model where it ran on several (a t over their means)"
 
 
 def _effect_text(row: Any, ppl: Any = None) -> str:
@@ -300,15 +302,16 @@ def parts_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
             baseline="none CE", column=column, sign=-1, evidence="method none at l_train")
     out.add(eff, id="A6.2", claim=f"The positional method alone ({m}) beats the regularizer "
             "alone", paper=ref.value, grade=ref.grade, method=m, setting="CE",
-            baseline=f"none {a}", column=column, sign=-1, evidence="paired by seed")
+            baseline=f"none {a}", column=column, sign=-1, evidence=PAIRED)
     out.add(eff, id="A6.3", claim=f"Combining both beats the method alone ({m})",
             paper=ref.value, grade=ref.grade, method=m, setting=a, baseline=f"{m} CE",
-            column=column, sign=-1, evidence="paired by seed")
+            column=column, sign=-1, evidence=PAIRED)
 
 
 def bases_text(eff: pd.DataFrame | None, gains: pd.DataFrame | None = None) -> str:
-    """The core comparisons across base models in words (the sign on each, the two-level
-    interval's outcome), after each base model's far-copy gain (``gains``: G1's number)."""
+    """The core comparisons across base models in words (the sign on each, the outcome of the
+    t interval over the base means), after each base model's far-copy gain (``gains``: G1's
+    number)."""
     if eff is None or eff.empty:
         return ("One base model (ablation.base_seeds is empty in this profile): every effect "
                 "above varies the fine-tuning seed only, not the pretrained model.")
@@ -355,7 +358,7 @@ def far_context_by_method(eff: pd.DataFrame | None) -> str:
         return ""
     lines, up = [], []
     for row in sel.itertuples():
-        word = control_outcome(row.low, row.high, row.seeds, MOVES)
+        word = control_outcome(row.low, row.high, row.n, MOVES)
         up += [row.method] if word == "raises" else []
         lines.append(f"- **{row.method}**: {row.setting} against CE on both windows: {word} "
                      f"({_effect_text(row)})")
@@ -364,7 +367,8 @@ def far_context_by_method(eff: pd.DataFrame | None) -> str:
               if up else f"Against the same-cost control, {row.setting} raises the copy NLL "
               "at l_train for no method beyond the paired seed noise.")
     return ("Per method, against the same-cost control (copy NLL at l_train; mean paired "
-            "difference over seeds, 95 % t interval):\n\n" + "\n".join(lines) + "\n\n"
+            "difference over seeds, or over base models where it ran on several, 95 % t "
+            "interval):\n\n" + "\n".join(lines) + "\n\n"
             + answer)
 
 
@@ -374,7 +378,7 @@ def far_context_text(eff: pd.DataFrame | None, by_method: pd.DataFrame | None = 
     differ there; then the question per method (``far_context_by_method``)."""
     per_method = far_context_by_method(by_method)
     sel = eff[eff["column"].isin(FAR_COLUMNS)] if eff is not None else pd.DataFrame()
-    judged = sel[(sel["column"] == "nll_copy_1x") & (sel["seeds"] >= 2)] if len(sel) else sel
+    judged = sel[(sel["column"] == "nll_copy_1x") & (sel["n"] >= 2)] if len(sel) else sel
     if judged.empty:
         text = ("No copy probes at l_train in these runs' metrics with two or more seeds (or "
                 "item 1 not run): the question is not answered here.")
@@ -383,7 +387,7 @@ def far_context_text(eff: pd.DataFrame | None, by_method: pd.DataFrame | None = 
     for setting in dict.fromkeys(sel["setting"]):
         parts = []
         for row in sel[sel["setting"] == setting].itertuples():
-            word = control_outcome(row.low, row.high, row.seeds, MOVES)
+            word = control_outcome(row.low, row.high, row.n, MOVES)
             if row.baseline.endswith(" CE") and row.column == "nll_copy_1x":
                 raised[setting] = word
             parts.append(f"{row.column} against {row.baseline}: {word} ({_effect_text(row)})")
@@ -403,7 +407,8 @@ def far_context_text(eff: pd.DataFrame | None, by_method: pd.DataFrame | None = 
                    + f" (SCE: {', '.join(sorted(by_kind['SCE']))}; Jeffreys: "
                    f"{', '.join(sorted(by_kind['Jeffreys']))}).")
     text = ("Copy NLL (lower: the far occurrence is used), mean paired difference over seeds "
-            "with its 95 % t interval:\n\n" + "\n".join(lines) + "\n\n" + answer)
+            "(over base models where it ran on several) with its 95 % t interval:\n\n"
+            + "\n".join(lines) + "\n\n" + answer)
     return f"{text}\n\n{per_method}" if per_method else text
 
 
@@ -418,16 +423,16 @@ def closing_text(eff: pd.DataFrame | None, column: str) -> str:
         rows = sel[sel["setting"] == setting]
         parts = []
         for row in sorted(rows.itertuples(), key=lambda r: "both" not in r.baseline):
-            word = control_outcome(row.low, row.high, row.seeds)
+            word = control_outcome(row.low, row.high, row.n)
             if "both" in row.baseline:
                 fair_words[setting] = word
             parts.append(f"against {row.baseline}: {word} ({_effect_text(row)})")
         method = rows.iloc[0]["method"]
         metric = effect_row(eff, method, setting, f"{method} CE", "misalignment")
         if metric is not None:
-            moved = control_outcome(metric.low, metric.high, metric.seeds, MOVES)
+            moved = control_outcome(metric.low, metric.high, metric.n, MOVES)
             note = ""
-            if moved != "lowers" and any(control_outcome(r.low, r.high, r.seeds) == "helps"
+            if moved != "lowers" and any(control_outcome(r.low, r.high, r.n) == "helps"
                                          for r in rows.itertuples()):
                 note = " — it helps without lowering the paper's metric"
             parts.append(f"L_misalign {moved} ({metric.delta:+.3g} [{metric.low:+.3g}, "

@@ -13,6 +13,7 @@ import pandas as pd
 from lsa.data.babi import TASK_LABELS
 from lsa.stats import (
     groups_for_power,
+    nested_t_interval,
     paired_proportion_interval,
     two_level_interval,
     variance_components,
@@ -114,15 +115,10 @@ MIN_BOOTSTRAP_SEEDS = 3
 
 def seed_t_interval(means, level: float = 0.95) -> tuple[float, float]:
     """The Student t interval of the mean of per-seed values (n - 1 degrees of freedom; NaN
-    with fewer than two)."""
-    from scipy import stats
-
+    with fewer than two): ``lsa.stats.nested_t_interval`` with each seed its own group."""
     means = np.asarray(means, dtype=float)
-    if means.size < 2:
-        return math.nan, math.nan
-    half = stats.t.ppf(0.5 + level / 2, df=means.size - 1) * means.std(ddof=1) / \
-        math.sqrt(means.size)
-    return float(means.mean() - half), float(means.mean() + half)
+    _, low, high = nested_t_interval(means, np.arange(means.size), level)
+    return low, high
 
 
 def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: float = 0.95,

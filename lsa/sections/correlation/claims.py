@@ -228,8 +228,7 @@ def table1_claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
                     "T1.2": ("r(train_loss)", lambda r: judged(r["low"], r["high"], -1,
                                                                ce.value)["verdict"]),
                     "T1.3": ("misalignment - train_loss", lambda r: signed(
-                        {**r, "difference": r["value"], "better": "misalignment",
-                         "right_sign": -r["r_better"] > 0},
+                        {**r, "difference": r["value"], "better": "misalignment"},
                         ce.value - mis.value)[0])}
         for cid, (stat, verdict_of) in verdicts.items():
             if cid in by_id:

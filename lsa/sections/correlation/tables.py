@@ -337,16 +337,16 @@ def unit_influence(table: pd.DataFrame, score: str, *, n_resamples: int = 2000, 
     and of the training loss (T1.2) with ``score``, and the signed differences of the
     misalignment's and the training loss's correlations (T1.3) and of the Jeffreys part's and
     the entropy's (T1.4), each with its bootstrap interval over the remaining clusters and its
-    shift from the fit on every unit (``shift``); ``r_better`` / ``r_worse``: a difference's
-    two correlations. Column ``unit`` names the cluster left out, ``units`` how many units it
-    held. Empty below 6 units."""
+    shift from the fit on every unit (``shift``); ``r_better`` / ``r_worse`` / ``right_sign``:
+    a difference's two correlations and whether the first points the paper's way. Column
+    ``unit`` names the cluster left out, ``units`` how many units it held. Empty below 6
+    units."""
     cols = ["unit", "kind", "units", "statistic", "value", "low", "high", "shift", "n",
-            "r_better", "r_worse"]
+            "r_better", "r_worse", "right_sign"]
     if len(table) < 6:
         return pd.DataFrame(columns=cols)
     cluster = table["cluster"] if "cluster" in table else table["unit"]
-    pairs = {"misalignment - train_loss": ("misalignment", "train_loss"),
-             "jeffreys - entropy": ("jeffreys", "entropy")}
+    pairs = {name: tuple(name.split(" - ")) for name in INFLUENCE if " - " in name}
     has = [c for c in ("misalignment", "train_loss") if c in table]
     full = {f"r({c})": stats.correlation_value(table[c], table[score]) for c in has}
     full.update({name: stats.predictor_difference(table, a, b, score)
@@ -363,18 +363,20 @@ def unit_influence(table: pd.DataFrame, score: str, *, n_resamples: int = 2000, 
             r, low, high = stats.correlation_interval(rest[c], rest[score],
                                                       n_resamples=n_resamples, seed=seed,
                                                       groups=groups)
-            found.append((f"r({c})", r, low, high, math.nan, math.nan))
+            found.append((f"r({c})", r, low, high, {}))
         for stat, (a, b) in pairs.items():
             if stat in full:
                 d = stats.compare_predictors(rest, a, b, score, n_resamples=n_resamples,
                                              seed=seed, group_col="cluster" if groups is not
                                              None else None)
-                found.append((stat, d.difference, d.low, d.high, d.r_better, d.r_worse))
-        for stat, value, low, high, r_better, r_worse in found:
+                found.append((stat, d.difference, d.low, d.high,
+                              {"r_better": d.r_better, "r_worse": d.r_worse,
+                               "right_sign": d.right_sign}))
+        for stat, value, low, high, parts in found:
             rows.append({"unit": name, "kind": kinds, "units": int((cluster == name).sum()),
                          "statistic": stat, "value": value, "low": low, "high": high,
-                         "shift": value - full[stat], "n": len(rest), "r_better": r_better,
-                         "r_worse": r_worse})
+                         "shift": value - full[stat], "n": len(rest), "r_better": math.nan,
+                         "r_worse": math.nan, "right_sign": None, **parts})
     return pd.DataFrame(rows, columns=cols)
 
 

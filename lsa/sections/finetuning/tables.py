@@ -56,14 +56,11 @@ def paired_effect(runs: pd.DataFrame, column: str, alpha: float) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def base_effect(runs: pd.DataFrame, column: str, alpha: float, method: str
-                ) -> dict[str, Any] | None:
-    """The base model as a random factor (``finetune.bases``): ``method``'s paired difference
-    (value at ``alpha`` - value at alpha 0, same base, same seed) on each base model, its mean
-    over the base means with the t interval over them (``lsa.stats.nested_t_interval``:
-    seeds nested in bases, each base weighing alike, bases - 1 degrees of freedom), the two
-    standard deviations (``lsa.stats.variance_components``: between bases beyond the seeds'
-    noise, and between seeds within a base) and the per-base means. None without two bases."""
+def _base_diffs(runs: pd.DataFrame, column: str, alpha: float, method: str
+                ) -> tuple[pd.Series, pd.Series, pd.Series] | None:
+    """``method``'s CE and plain CE + ``alpha`` SCE runs paired by (base model, seed): the
+    differences and both sides, each indexed by (``base_seed``, ``seed``); None without runs on
+    two or more base models."""
     if runs.empty or column not in runs:
         return None
     sub = runs[runs["method"] == method]
@@ -74,17 +71,33 @@ def base_effect(runs: pd.DataFrame, column: str, alpha: float, method: str
     reg = sub[np.isclose(sub["alpha"], alpha)].set_index(keys)[column]
     both = ce.index.intersection(reg.index)
     diff = (reg[both] - ce[both]).astype(float)
-    bases = diff.index.get_level_values("base_seed")
-    if len(set(bases)) < 2:
+    if diff.index.get_level_values("base_seed").nunique() < 2:
         return None
+    return diff, ce[both], reg[both]
+
+
+def base_effect(runs: pd.DataFrame, column: str, alpha: float, method: str
+                ) -> dict[str, Any] | None:
+    """The base model as a random factor (``finetune.bases``): ``method``'s paired difference
+    (value at ``alpha`` - value at alpha 0, same base, same seed) on each base model, its mean
+    over the base means with the t interval over them (``lsa.stats.nested_t_interval``:
+    seeds nested in bases, each base weighing alike, bases - 1 degrees of freedom), the two
+    standard deviations (``lsa.stats.variance_components``: between bases beyond the seeds'
+    noise, and between seeds within a base), the components themselves (``parts``) and the
+    per-base means. None without two bases."""
+    found = _base_diffs(runs, column, alpha, method)
+    if found is None:
+        return None
+    diff, ce, reg = found
+    bases = diff.index.get_level_values("base_seed")
     mean, low, high = nested_t_interval(diff.to_numpy(), bases)
     parts = variance_components(diff.to_numpy(), bases)
     per_base = diff.groupby(level="base_seed").agg(["mean", "size"])
     return {"method": method, "column": column, "delta": mean, "low": low, "high": high,
             "bases": int(per_base.shape[0]), "seeds": int(per_base["size"].min()),
             "pairs": int(diff.size), "wins": int((diff < 0).sum()),
-            "baseline": float(ce[both].mean()), "regularized": float(reg[both].mean()),
-            "sd_bases": parts.between, "sd_seeds": parts.within,
+            "baseline": float(ce.mean()), "regularized": float(reg.mean()),
+            "sd_bases": parts.between, "sd_seeds": parts.within, "parts": parts,
             "per_base": {int(b): float(v) for b, v in per_base["mean"].items()}}
 
 
@@ -133,8 +146,9 @@ PLAN_SEEDS_PER_BASE = (2, 3, 5)
 
 def base_power_table(runs: pd.DataFrame, alpha: float = 0.1,
                      columns: tuple[str, ...] = ("nll_1x", "nll_2x", "nll_4x")) -> pd.DataFrame:
-    """The plan of the base factor (``finetune.bases``, issue 45): per method and column with
-    runs on two or more base models (``base_seed``), the paired differences' two variance
+    """The plan of the base factor (``finetune.bases``, issue 45): per method of the paper's
+    Tables 2-3 and column with runs on two or more base models (``base_seed``; CE and the plain
+    CE + alpha SCE only, as ``base_effect`` pairs them), the paired differences' two variance
     components (``lsa.stats.variance_components``: between bases beyond the seeds' noise,
     between seeds within a base) with their 80 % upper confidence bounds, and the bases a t
     test over base means needs for 80 % power at ``PLAN_SEEDS_PER_BASE`` seeds per base
@@ -145,16 +159,11 @@ def base_power_table(runs: pd.DataFrame, alpha: float = 0.1,
     for column in columns:
         if runs.empty or column not in runs:
             continue
-        for method in sorted(set(runs["method"])):
+        for method in sorted(set(runs["method"]) & set(PAPER_ROWS)):
             found = base_effect(runs, column, alpha, method)
             if found is None:
                 continue
-            sub = runs[(runs["method"] == method)]
-            ce = sub[sub["alpha"] == 0].set_index(["base_seed", "seed"])[column]
-            reg = sub[np.isclose(sub["alpha"], alpha)].set_index(["base_seed", "seed"])[column]
-            both = ce.index.intersection(reg.index)
-            diff = (reg[both] - ce[both]).astype(float)
-            parts = variance_components(diff.to_numpy(), diff.index.get_level_values(0))
+            parts = found["parts"]
             between_up = parts.between_upper()
             within_up = sd_upper_bound(parts.within, parts.df_within)
             effect, source = paper_effect_nats(method)

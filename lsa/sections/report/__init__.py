@@ -21,8 +21,8 @@ from lsa.sections.report import tables
 from lsa.sections.report.claims import claims_by_kind, counts_text
 from lsa.sections.report.figures import gallery
 
-__all__ = ["ReportResult", "analyse", "answers", "claims_by_kind", "counts_text", "describe",
-           "gallery", "headline_text"]
+__all__ = ["ReportResult", "analyse", "answers", "bases_of", "claims_by_kind", "counts_text",
+           "describe", "gallery", "headline_text"]
 
 
 @dataclass
@@ -55,9 +55,7 @@ def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> ReportR
                                          for s in found},
                         metrics={"sections_found": found, "sections_missing": missing,
                                  "answers": answers(runs.sections),
-                                 "bases": {"count": 1 + len(pipe.finetune.bases.seeds),
-                                           "methods": (pipe.finetune.bases.methods
-                                                       if pipe.finetune.bases.seeds else [])},
+                                 "bases": bases_of(pipe),
                                  "verdicts": counts, "counted_apart": apart,
                                  "gates": [g.to_dict() for g in gates]})
 
@@ -72,6 +70,15 @@ def answers(sections: dict[str, Any]) -> dict[str, str]:
         if text:
             out["label_change"] = text
     return out
+
+
+def bases_of(pipe: PipelineConfig) -> dict[str, Any]:
+    """The independently pretrained base models the fine-tuning verdicts rest on, for the
+    headline (``lsa.headline.bases_line``): how many, the methods of ``finetune.bases`` and
+    whether Section 5.3 runs on the further ones (``ablation.base_seeds``)."""
+    ft, ab = pipe.finetune.bases, pipe.ablation
+    return {"count": 1 + len({*ft.seeds, *ab.base_seeds}),
+            "methods": list(ft.methods) if ft.seeds else [], "ablation": bool(ab.base_seeds)}
 
 
 def headline_text(setup: Setup, result: ReportResult) -> str:
