@@ -539,4 +539,4 @@ def test_effects_take_the_base_models_as_a_random_factor_where_both_settings_ran
 
     ci = paired_interval([9.0, 9.5], [10.0, 10.0])
     assert (jeff.low, jeff.high) == pytest.approx((ci.low, ci.high))
-    assert "2 base models x 2 seeds (t over the base means)" in claims._effect_text(sce)
+    assert "2 base models (t over their means) x 2 seeds" in claims._effect_text(sce)

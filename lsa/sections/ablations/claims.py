@@ -27,8 +27,8 @@ from lsa.sections.ablations.tables import (
 from lsa.stats import EXCLUDES_ZERO, HELPS, MOVES, Outcomes, control_outcome, resolution_text
 
 SECTION = "Sec. 5.3"
-#: how a comparison that may run on several base models is paired (``tables.effects``)
 PAIRED = "paired by seed, and by base model where it ran on several (a t over their means)"
+OVER = "mean paired difference over seeds (over base models where it ran on several), 95 % t"
 
 
 def _effect_text(row: Any, ppl: Any = None) -> str:
@@ -36,10 +36,9 @@ def _effect_text(row: Any, ppl: Any = None) -> str:
                 else "(one seed: no interval)")
     kind = row.column.split("_")[0]
     unit = kind.upper() if kind in ("nll", "ppl") else row.column
-    over = (f"{row.bases} base models x {row.seeds} seeds (t over the base means)"
-            if row.bases > 1 else f"{row.seeds} seeds")
+    over = f"{row.bases} base models (t over their means) x " if row.bases > 1 else ""
     text = (f"{unit} {fmt(row.baseline_mean, 4)} -> {fmt(row.changed_mean, 4)}, paired diff "
-            f"{row.delta:+.3g} {interval}, {over}")
+            f"{row.delta:+.3g} {interval}, {over}{row.seeds} seeds")
     if ppl is not None:
         text += f" (PPL {fmt(ppl.baseline_mean, 4)} -> {fmt(ppl.changed_mean, 4)})"
     return text
@@ -310,8 +309,7 @@ def parts_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
 
 def bases_text(eff: pd.DataFrame | None, gains: pd.DataFrame | None = None) -> str:
     """The core comparisons across base models in words (the sign on each, the outcome of the
-    t interval over the base means), after each base model's far-copy gain (``gains``: G1's
-    number)."""
+    t over the base means), after each base model's far-copy gain (``gains``: G1's number)."""
     if eff is None or eff.empty:
         return ("One base model (ablation.base_seeds is empty in this profile): every effect "
                 "above varies the fine-tuning seed only, not the pretrained model.")
@@ -366,10 +364,8 @@ def far_context_by_method(eff: pd.DataFrame | None) -> str:
               f"{', '.join(up)}: there it teaches the model to use the far context less."
               if up else f"Against the same-cost control, {row.setting} raises the copy NLL "
               "at l_train for no method beyond the paired seed noise.")
-    return ("Per method, against the same-cost control (copy NLL at l_train; mean paired "
-            "difference over seeds, or over base models where it ran on several, 95 % t "
-            "interval):\n\n" + "\n".join(lines) + "\n\n"
-            + answer)
+    return (f"Per method, against the same-cost control (copy NLL at l_train; {OVER} "
+            "interval):\n\n" + "\n".join(lines) + "\n\n" + answer)
 
 
 def far_context_text(eff: pd.DataFrame | None, by_method: pd.DataFrame | None = None) -> str:
@@ -406,8 +402,7 @@ def far_context_text(eff: pd.DataFrame | None, by_method: pd.DataFrame | None = 
         answer += (" Jeffreys and SCE " + ("behave alike there" if same else "differ there")
                    + f" (SCE: {', '.join(sorted(by_kind['SCE']))}; Jeffreys: "
                    f"{', '.join(sorted(by_kind['Jeffreys']))}).")
-    text = ("Copy NLL (lower: the far occurrence is used), mean paired difference over seeds "
-            "(over base models where it ran on several) with its 95 % t interval:\n\n"
+    text = (f"Copy NLL (lower: the far occurrence is used), {OVER} interval:\n\n"
             + "\n".join(lines) + "\n\n" + answer)
     return f"{text}\n\n{per_method}" if per_method else text
 
@@ -451,5 +446,5 @@ def closing_text(eff: pd.DataFrame | None, column: str) -> str:
     else:
         answer = ("Against the same-cost control, alignment without sharpening does not move "
                   f"the {column} beyond the paired seed noise at this scale.")
-    return (f"Effect on {column} (mean paired difference over seeds, 95 % t interval), the "
-            "same-cost control first:\n\n" + "\n".join(lines) + "\n\n" + answer)
+    return (f"Effect on {column} ({OVER} interval), the same-cost control first:\n\n"
+            + "\n".join(lines) + "\n\n" + answer)
