@@ -374,6 +374,57 @@ def nested_t_interval(values, groups, confidence: float = 0.95) -> tuple[float, 
     return ci.mean, ci.low, ci.high
 
 
+@dataclass(frozen=True)
+class BasePairs:
+    """Runs paired by (base model, seed) (``paired_by_base``). ``diff``, ``changed`` and
+    ``baseline`` are pandas Series on the pairs' index; ``per_base`` is each base model's mean
+    difference, ``sizes`` its pairs; ``nested``: ``nested_t_interval`` over the base models
+    (NaN bounds below two)."""
+
+    diff: Any
+    changed: Any
+    baseline: Any
+    per_base: Any
+    sizes: Any
+    nested: tuple[float, float, float]
+    confidence: float
+
+    @property
+    def bases(self) -> int:
+        return int(len(self.sizes))
+
+    @property
+    def seeds(self) -> int:
+        """The fewest pairs on one base model (0 without pairs)."""
+        return int(self.sizes.min()) if len(self.sizes) else 0
+
+    def interval(self) -> tuple[float, float, float, int]:
+        """``(mean, low, high, n)``: on two or more base models the t over their means (``n``
+        bases), else the paired t over seeds (``paired_interval``, ``n`` seeds)."""
+        if self.bases >= 2:
+            return (*self.nested, self.bases)
+        ci = paired_interval(self.changed.to_numpy(float), self.baseline.to_numpy(float),
+                             self.confidence)
+        return ci.mean, ci.low, ci.high, ci.n
+
+
+def paired_by_base(changed, baseline, confidence: float = 0.95,
+                   level: str = "base_seed") -> BasePairs:
+    """Pair two pandas Series of one column (a changed setting and its baseline) on their
+    index: (``level``, seed) where the index has ``level``, the base model, else seed alone
+    (one base model). The one pairing of every comparison of fine-tuning runs, seeds nested
+    in base models."""
+    both = changed.index.intersection(baseline.index)
+    a, b = changed[both].astype(float), baseline[both].astype(float)
+    diff = a - b
+    groups = (diff.index.get_level_values(level) if level in (diff.index.names or [])
+              else np.zeros(len(diff), dtype=int))
+    return BasePairs(diff=diff, changed=a, baseline=b,
+                     per_base=diff.groupby(groups).mean(), sizes=diff.groupby(groups).size(),
+                     nested=nested_t_interval(diff.to_numpy(), groups, confidence),
+                     confidence=confidence)
+
+
 def majority_verdict(wins: int, total: int, mean_better: bool) -> Verdict:
     """Section 3, by seed (no interval): 'agrees' when the mean and a strict majority of seeds
     go the paper's way, 'disagrees' when neither does, 'inconclusive' otherwise."""

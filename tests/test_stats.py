@@ -378,3 +378,32 @@ def test_the_nested_interval_is_a_t_over_group_means():
     half = st.t.ppf(0.975, 1) * math.sqrt(8) / math.sqrt(2)
     assert mean == pytest.approx(4.0) and (low, high) == pytest.approx((4 - half, 4 + half))
     assert math.isnan(nested_t_interval([1, 2], ["a", "a"])[1])
+
+
+def test_runs_pair_by_base_and_seed_and_the_interval_follows_the_bases():
+    """Pairs are (base model, seed) present on both sides; on two bases the interval is the t
+    over the base means, on one base the paired t over seeds."""
+    import pandas as pd
+    from scipy import stats as st
+
+    from lsa.stats import paired_by_base, paired_interval
+
+    idx = pd.MultiIndex.from_tuples([(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)],
+                                    names=["base_seed", "seed"])
+    changed = pd.Series([2.0, 4.0, 7.0, 9.0, 11.0], index=idx)
+    baseline = pd.Series([1.0, 1.0, 1.0, 1.0], index=idx[:4])  # (1, 2) has no baseline
+    p = paired_by_base(changed, baseline)
+    assert list(p.diff) == [1.0, 3.0, 6.0, 8.0] and (p.bases, p.seeds) == (2, 2)
+    assert p.per_base.to_dict() == {0: 2.0, 1: 7.0}
+    # base means 2 and 7: 4.5 +- t(0.975, 1) x sd(2, 7) / sqrt(2)
+    half = st.t.ppf(0.975, 1) * math.sqrt(12.5) / math.sqrt(2)
+    mean, low, high, n = p.interval()
+    assert n == 2 and mean == pytest.approx(4.5)
+    assert (low, high) == pytest.approx((4.5 - half, 4.5 + half))
+    one = paired_by_base(changed.xs(1, level="base_seed", drop_level=False),
+                         baseline.xs(1, level="base_seed", drop_level=False))
+    ci = paired_interval([7.0, 9.0], [1.0, 1.0])
+    assert one.bases == 1 and math.isnan(one.nested[1])
+    assert one.interval() == pytest.approx((ci.mean, ci.low, ci.high, 2))
+    by_seed = paired_by_base(pd.Series([3.0, 5.0], index=[0, 1]), pd.Series([1.0, 1.0]))
+    assert by_seed.interval()[0] == pytest.approx(3.0) and by_seed.bases == 1

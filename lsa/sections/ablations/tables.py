@@ -95,31 +95,18 @@ def effects(runs: pd.DataFrame, pairs: list[Pair], columns: list[str]) -> pd.Dat
     rows = []
     keys = ["base_seed", "seed"] if "base_seed" in runs else ["seed"]
     for method, setting, base_method, base_setting in pairs:
-        changed = runs[(runs["method"] == method) & (runs["setting"] == setting)]
-        base = runs[(runs["method"] == base_method) & (runs["setting"] == base_setting)]
-        changed, base = changed.set_index(keys), base.set_index(keys)
-        both = changed.index.intersection(base.index)
+        changed = runs[(runs["method"] == method) & (runs["setting"] == setting)].set_index(keys)
+        base = runs[(runs["method"] == base_method)
+                    & (runs["setting"] == base_setting)].set_index(keys)
         for col in columns:
-            diff = (changed.loc[both, col].astype(float) - base.loc[both, col].astype(float))
-            groups = (diff.index.get_level_values("base_seed") if len(keys) == 2
-                      else pd.Index([0] * len(diff)))
-            per_base = diff.groupby(groups).size()
-            if len(per_base) >= 2:
-                mean, low, high = stats.nested_t_interval(diff.to_numpy(), groups)
-                n = len(per_base)
-            else:
-                ci = stats.paired_interval(changed.loc[both, col].to_numpy(float),
-                                           base.loc[both, col].to_numpy(float))
-                mean, low, high, n = ci.mean, ci.low, ci.high, ci.n
+            p = stats.paired_by_base(changed[col], base[col])
+            mean, low, high, n = p.interval()
             rows.append({"method": method, "setting": setting,
                          "baseline": f"{base_method} {base_setting}", "column": col,
-                         "baseline_mean": float(base.loc[both, col].mean()) if len(both)
-                         else math.nan,
-                         "changed_mean": float(changed.loc[both, col].mean()) if len(both)
-                         else math.nan,
+                         "baseline_mean": float(p.baseline.mean()) if len(p.diff) else math.nan,
+                         "changed_mean": float(p.changed.mean()) if len(p.diff) else math.nan,
                          "delta": mean, "low": low, "high": high,
-                         "bases": len(per_base), "seeds": int(per_base.min()) if len(per_base)
-                         else 0, "n": n})
+                         "bases": p.bases, "seeds": p.seeds, "n": n})
     return pd.DataFrame(rows)
 
 
@@ -249,15 +236,12 @@ def base_effects(runs: pd.DataFrame, cfg: AblationConfig, columns: list[str]) ->
     for changed, baseline in core_pairs(cfg):
         a = m[m["setting"] == changed].set_index(["base_seed", "seed"])
         b = m[m["setting"] == baseline].set_index(["base_seed", "seed"])
-        keys = a.index.intersection(b.index)
         for col in columns:
-            diff = (a.loc[keys, col].astype(float) - b.loc[keys, col].astype(float))
-            bases = diff.index.get_level_values("base_seed")
-            mean, low, high = stats.nested_t_interval(diff.to_numpy(), bases)
-            per_base = diff.groupby(level="base_seed").mean()
+            p = stats.paired_by_base(a[col], b[col])
+            mean, low, high = p.nested
             rows.append({"setting": changed, "baseline": baseline, "column": col,
                          "delta": mean, "low": low, "high": high,
-                         "bases": len(per_base), "pairs": len(diff),
+                         "bases": p.bases, "pairs": len(p.diff),
                          "per_base": ", ".join(f"base {k}: {v:+.3g}"
-                                               for k, v in per_base.items())})
+                                               for k, v in p.per_base.items())})
     return pd.DataFrame(rows)

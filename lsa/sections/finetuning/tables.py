@@ -17,9 +17,9 @@ import pandas as pd
 
 from lsa.claims import PAPER, paper
 from lsa.stats import (
+    BasePairs,
     groups_for_power,
-    nested_t_interval,
-    paired_interval,
+    paired_by_base,
     sd_upper_bound,
     seeds_for_halfwidth,
     seeds_for_power,
@@ -31,6 +31,11 @@ PAPER_ROWS = {"clex": "table2/clex_redpajama", "longqlora": "table3/longqlora",
               "eabf": "table3/eabf"}
 
 
+def _plain(runs: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """The grid's plain settings only (``CE`` and ``SCE alpha``), not the ablations' runs."""
+    return runs[runs["setting"].isin(["CE", f"SCE {alpha:g}"])] if "setting" in runs else runs
+
+
 def paired_effect(runs: pd.DataFrame, column: str, alpha: float) -> pd.DataFrame:
     """Per method: mean over seeds of (value at ``alpha`` - value at alpha 0), its noise (std
     of the paired differences), its 95 % t interval (``lsa.stats.paired_interval``: ``low``,
@@ -38,42 +43,32 @@ def paired_effect(runs: pd.DataFrame, column: str, alpha: float) -> pd.DataFrame
     (``CE`` and ``SCE alpha``) are compared."""
 
     rows = []
-    plain = runs[runs["setting"].isin(["CE", f"SCE {alpha:g}"])] if "setting" in runs else runs
-    for method, sub in plain.groupby("method"):
-        base = sub[sub["alpha"] == 0].set_index("seed")[column]
-        reg = sub[np.isclose(sub["alpha"], alpha)].set_index("seed")[column]
-        seeds = base.index.intersection(reg.index)
-        if len(seeds) == 0:
+    for method, sub in _plain(runs, alpha).groupby("method"):
+        p = paired_by_base(sub[np.isclose(sub["alpha"], alpha)].set_index("seed")[column],
+                           sub[sub["alpha"] == 0].set_index("seed")[column])
+        if len(p.diff) == 0:
             continue
-        diff = (reg[seeds] - base[seeds]).to_numpy(dtype=float)
-        ci = paired_interval(reg[seeds].to_numpy(dtype=float), base[seeds].to_numpy(dtype=float))
+        mean, low, high, n = p.interval()
         rows.append({"method": method, "column": column, "alpha": alpha,
-                     "baseline": float(base[seeds].mean()), "regularized": float(reg[seeds].mean()),
-                     "delta": float(diff.mean()),
-                     "noise": float(diff.std(ddof=1)) if len(diff) > 1 else math.nan,
-                     "low": ci.low, "high": ci.high,
-                     "wins": int((diff < 0).sum()), "seeds": len(seeds)})
+                     "baseline": float(p.baseline.mean()), "regularized": float(p.changed.mean()),
+                     "delta": mean,
+                     "noise": float(p.diff.to_numpy().std(ddof=1)) if n > 1 else math.nan,
+                     "low": low, "high": high,
+                     "wins": int((p.diff < 0).sum()), "seeds": n})
     return pd.DataFrame(rows)
 
 
-def _base_diffs(runs: pd.DataFrame, column: str, alpha: float, method: str
-                ) -> tuple[pd.Series, pd.Series, pd.Series] | None:
-    """``method``'s CE and plain CE + ``alpha`` SCE runs paired by (base model, seed): the
-    differences and both sides, each indexed by (``base_seed``, ``seed``); None without runs on
-    two or more base models."""
+def _base_pairs(runs: pd.DataFrame, column: str, alpha: float, method: str
+                ) -> BasePairs | None:
+    """``method``'s CE and plain CE + ``alpha`` SCE runs paired by (base model, seed)
+    (``lsa.stats.paired_by_base``); None without runs on two or more base models."""
     if runs.empty or column not in runs:
         return None
-    sub = runs[runs["method"] == method]
-    if "setting" in sub:  # the plain settings only, as paired_effect
-        sub = sub[sub["setting"].isin(["CE", f"SCE {alpha:g}"])]
+    sub = _plain(runs[runs["method"] == method], alpha)
     keys = ["base_seed", "seed"]
-    ce = sub[sub["alpha"] == 0].set_index(keys)[column]
-    reg = sub[np.isclose(sub["alpha"], alpha)].set_index(keys)[column]
-    both = ce.index.intersection(reg.index)
-    diff = (reg[both] - ce[both]).astype(float)
-    if diff.index.get_level_values("base_seed").nunique() < 2:
-        return None
-    return diff, ce[both], reg[both]
+    found = paired_by_base(sub[np.isclose(sub["alpha"], alpha)].set_index(keys)[column],
+                           sub[sub["alpha"] == 0].set_index(keys)[column])
+    return found if found.bases >= 2 else None
 
 
 def base_effect(runs: pd.DataFrame, column: str, alpha: float, method: str
@@ -85,20 +80,17 @@ def base_effect(runs: pd.DataFrame, column: str, alpha: float, method: str
     standard deviations (``lsa.stats.variance_components``: between bases beyond the seeds'
     noise, and between seeds within a base), the components themselves (``parts``) and the
     per-base means. None without two bases."""
-    found = _base_diffs(runs, column, alpha, method)
-    if found is None:
+    p = _base_pairs(runs, column, alpha, method)
+    if p is None:
         return None
-    diff, ce, reg = found
-    bases = diff.index.get_level_values("base_seed")
-    mean, low, high = nested_t_interval(diff.to_numpy(), bases)
-    parts = variance_components(diff.to_numpy(), bases)
-    per_base = diff.groupby(level="base_seed").agg(["mean", "size"])
+    mean, low, high = p.nested
+    parts = variance_components(p.diff.to_numpy(), p.diff.index.get_level_values("base_seed"))
     return {"method": method, "column": column, "delta": mean, "low": low, "high": high,
-            "bases": int(per_base.shape[0]), "seeds": int(per_base["size"].min()),
-            "pairs": int(diff.size), "wins": int((diff < 0).sum()),
-            "baseline": float(ce.mean()), "regularized": float(reg.mean()),
+            "bases": p.bases, "seeds": p.seeds, "pairs": int(p.diff.size),
+            "wins": int((p.diff < 0).sum()),
+            "baseline": float(p.baseline.mean()), "regularized": float(p.changed.mean()),
             "sd_bases": parts.between, "sd_seeds": parts.within, "parts": parts,
-            "per_base": {int(b): float(v) for b, v in per_base["mean"].items()}}
+            "per_base": {int(b): float(v) for b, v in p.per_base.items()}}
 
 
 def paper_effect_nats(method: str) -> tuple[float, str]:
