@@ -14,7 +14,6 @@ seed explodes).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -103,8 +102,8 @@ def effects(runs: pd.DataFrame, pairs: list[Pair], columns: list[str]) -> pd.Dat
             mean, low, high, n = p.interval()
             rows.append({"method": method, "setting": setting,
                          "baseline": f"{base_method} {base_setting}", "column": col,
-                         "baseline_mean": float(p.baseline.mean()) if len(p.diff) else math.nan,
-                         "changed_mean": float(p.changed.mean()) if len(p.diff) else math.nan,
+                         "baseline_mean": float(p.baseline.mean()),  # NaN without pairs
+                         "changed_mean": float(p.changed.mean()),
                          "delta": mean, "low": low, "high": high,
                          "bases": p.bases, "seeds": p.seeds, "n": n})
     return pd.DataFrame(rows)
