@@ -79,22 +79,26 @@ PUBLISHED = ROOT / "docs" / "results" / "mini"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (PUBLISHED / published.MANIFEST).exists(),
-                    reason="mini is published without run files")
-def test_the_published_mini_reanalyses_to_its_claims_and_gates(tmp_path, monkeypatch):
-    """Sections 4-5 of the published ``mini`` re-analysed from its snapshot alone (no run
-    made here) give every claim of its claims.csv and every gate of its gates.json."""
+@pytest.mark.parametrize("profile", ["mini", "mini-full"])
+def test_the_published_snapshot_reanalyses_to_its_claims_and_gates(profile, tmp_path,
+                                                                   monkeypatch):
+    """Sections 4-5 of a published snapshot with run files (``mini``; ``mini-full``, 3 base
+    models) re-analysed from the snapshot alone (no run made here) give every claim of its
+    claims.csv and every gate of its gates.json."""
+    snapshot = ROOT / "docs" / "results" / profile
+    if not (snapshot / published.MANIFEST).exists():
+        pytest.skip(f"{profile} is published without run files")
     monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path))
-    # mini was published from the built-in bAbI generator (its STAMP): with $LSA_DATA_DIR's
-    # bAbI files (as in CI) the BABILong runs are another configuration, with other ids
+    # both were published from the built-in bAbI generator (their STAMPs): with
+    # $LSA_DATA_DIR's bAbI files (as in CI) the BABILong runs are another configuration
     monkeypatch.delenv("LSA_DATA_DIR", raising=False)
-    claims = pd.read_csv(PUBLISHED / "claims.csv", keep_default_na=False, dtype=str)
-    gates = json.loads((PUBLISHED / "gates.json").read_text())
-    assert published.load("mini") is not None             # every file as its manifest says
+    claims = pd.read_csv(snapshot / "claims.csv", keep_default_na=False, dtype=str)
+    gates = json.loads((snapshot / "gates.json").read_text())
+    assert published.load(profile) is not None            # every file as its manifest says
     ours = []
     for key in ("02_misalignment_correlation", "03_regularized_finetuning", "04_ablations",
                 "05_babilong"):
-        setup = open_section(key, profile="mini")
+        setup = open_section(key, profile=profile)
         assert setup.snapshot is not None, key
         result = drive(setup)
         assert _same(result.metrics["gates"], gates), key
