@@ -160,13 +160,20 @@ class Claim:
     method: str = ""
     #: where the claim comes from (``Origin``); a control's is "control"
     origin: Origin = "paper"
-    #: a claim judged on an interval (``judged``): its 95 % interval, the paper's effect it is
-    #: held against (signed; NaN: the paper gives no size), the distance of its verdict to
-    #: the nearest boundary in half-widths (``lsa.stats.edge_distance``) and the p-value of 0
-    #: the interval implies (``lsa.stats.interval_p``); NaN where the claim has no interval
+    #: a claim judged on an interval (``judged``): our point estimate, its interval, the
+    #: interval's half-width and confidence level, the paper's direction (+1 or -1) and the
+    #: paper's effect it is held against (signed; NaN: the paper gives no size), the distance
+    #: of its verdict to the nearest boundary in half-widths (``lsa.stats.edge_distance``)
+    #: and the p-value of 0 the interval implies (``lsa.stats.interval_p``): enough to
+    #: recompute the verdict (``lsa.stats.resolve_verdict``) from ``claims.csv``; NaN where
+    #: the claim has no interval
+    estimate: float = math.nan
     low: float = math.nan
     high: float = math.nan
-    effect: float = math.nan
+    half_width: float = math.nan
+    confidence: float = math.nan
+    direction: float = math.nan
+    paper_effect: float = math.nan
     edge: float = math.nan
     p: float = math.nan
     #: what the verdict rests on: the clusters of units (trained models) without any one of
@@ -194,15 +201,28 @@ def held_note(verdict: str) -> str:
 
 
 def judged(low: float, high: float, paper_sign: int, effect: float | None = None,
-           n: int | None = None) -> dict[str, Any]:
+           n: int | None = None, estimate: float | None = None) -> dict[str, Any]:
     """A claim's verdict (``lsa.stats.resolve_verdict``) with the numbers it rests on, as
-    ``Claim`` keywords: ``Claim(..., **judged(low, high, -1, effect, n))``."""
+    ``Claim`` keywords: ``Claim(..., **judged(low, high, -1, effect, n, estimate))``. Every
+    interval judged here is a 95 % one (``CONFIDENCE``)."""
     size = effect is not None and math.isfinite(effect) and effect != 0
     return {"verdict": resolve_verdict(low, high, paper_sign, effect, n),
-            "low": float(low), "high": float(high),
-            "effect": paper_sign * abs(effect) if size else math.nan,
+            **interval_fields(low, high, estimate), "direction": paper_sign,
+            "paper_effect": paper_sign * abs(effect) if size else math.nan,
             "edge": edge_distance(low, high, paper_sign, effect if size else None),
             "p": interval_p(low, high, n) if n != 0 else math.nan}
+
+
+#: the confidence level of every interval a verdict is given on
+CONFIDENCE = 0.95
+
+
+def interval_fields(low: float, high: float, estimate: float | None = None) -> dict[str, Any]:
+    """A 95 % interval as ``Claim`` keywords: the estimate (NaN when not given), its ends,
+    half-width and level."""
+    return {"estimate": math.nan if estimate is None else float(estimate),
+            "low": float(low), "high": float(high), "half_width": (float(high) - float(low)) / 2,
+            "confidence": CONFIDENCE}
 
 
 def fmt(value: float, digits: int = 3) -> str:
@@ -227,7 +247,8 @@ def claims_table(claims: list[dict[str, Any]]):
 #: a claims table's columns (``claims.csv``): the record's fields, then ``p_holm``
 #: (``with_holm``, over every section's claims: the report's table)
 COLUMNS = ["id", "section", "kind", "origin", "method", "claim", "paper", "grade", "ours",
-           "verdict", "evidence", "rests_on", "low", "high", "effect", "edge", "p", "p_holm"]
+           "verdict", "evidence", "rests_on", "estimate", "low", "high", "half_width",
+           "confidence", "direction", "paper_effect", "edge", "p", "p_holm"]
 #: the family level of Holm's correction
 ALPHA = 0.05
 
@@ -289,7 +310,8 @@ def display(table):
 
     table["p"] = table["p"].map(p_words)
     holm = table["p_holm"].map(p_words)
-    table = table.drop(columns=["low", "high", "effect", "edge", "p_holm", "rests_on"]
+    table = table.drop(columns=["estimate", "low", "high", "half_width", "confidence",
+                                "direction", "paper_effect", "edge", "p_holm", "rests_on"]
                        + ([] if table["p"].str.len().any() else ["p"]))
     if holm.str.len().any():
         table["p (Holm)"] = holm

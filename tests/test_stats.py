@@ -263,10 +263,16 @@ def test_holm_by_hand_over_the_papers_interval_verdicts_only():
 def test_judged_carries_the_numbers_and_display_marks_the_edge():
     from lsa.claims import Claim, claims_table, display, judged
 
-    fields = judged(-0.75, -0.02, -1, -0.85)
-    assert fields["verdict"] == stats.AGREES_SMALLER and fields["effect"] == -0.85
+    fields = judged(-0.75, -0.02, -1, -0.85, estimate=-0.39)
+    assert fields["verdict"] == stats.AGREES_SMALLER and fields["paper_effect"] == -0.85
     assert fields["edge"] < stats.EDGE and fields["p"] < 0.05
-    assert math.isnan(judged(-0.1, -0.01, -1, None)["effect"])
+    assert (fields["estimate"], fields["half_width"], fields["confidence"],
+            fields["direction"]) == (-0.39, 0.365, 0.95, -1)
+    # the file's own columns give the verdict back
+    assert stats.resolve_verdict(fields["low"], fields["high"], fields["direction"],
+                                 fields["paper_effect"]) == fields["verdict"]
+    no_size = judged(-0.1, -0.01, -1, None)
+    assert math.isnan(no_size["paper_effect"]) and math.isnan(no_size["estimate"])
     row = Claim(id="T1.1", section="s", claim="c", paper="-", grade="A", ours="-",
                 **fields).to_dict()
     shown = display(claims_table([row]))

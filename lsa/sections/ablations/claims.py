@@ -80,7 +80,7 @@ class Claims:
         ppl = (effect_row(eff, method, setting, baseline, "ppl_" + column[4:])
                if column.startswith("nll_") else None)
         verdict: dict[str, Any] = (
-            judged(row.low, row.high, sign, None, row.n) if kind == "paper" else
+            judged(row.low, row.high, sign, None, row.n, row.delta) if kind == "paper" else
             {"verdict": control_outcome(row.low, row.high, row.n, words)})
         if kind == "paper":
             evidence = f"{evidence}; {resolution_text(row.low, row.high, None)}".strip("; ")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from lsa.claims import PAPER, Claim, held_note, judged, paper
+from lsa.claims import PAPER, Claim, held_note, interval_fields, judged, paper
 from lsa.sections.babilong.tables import (
     accuracy_table,
     babilong_design,
@@ -148,7 +148,8 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
             text, grade = "not one of the paper's lengths (expected gain)", "?"
         else:
             text, grade = "beyond the paper's lengths (expected gain)", "?"
-        verdict, premise = _under_premise(judged(row["ci_low"], row["ci_high"], +1, effect),
+        verdict, premise = _under_premise(judged(row["ci_low"], row["ci_high"], +1, effect,
+                                                 estimate=row["delta"]),
                                           row, length_chance, level)
         claims.append(Claim(
             id=f"S5.4.{ident}", section=section,
@@ -174,7 +175,7 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
             verdict: dict[str, Any]
             if pct_depth == 0 or effect == 0:  # the paper: no loss (0 %), no change (25 %)
                 verdict = {"verdict": equivalence_verdict(row["ci_low"], row["ci_high"], 5.0),
-                           "low": row["ci_low"], "high": row["ci_high"]}
+                           **interval_fields(row["ci_low"], row["ci_high"], row["delta"])}
                 what = (f"comparable at depth {pct_depth} % "
                         + ("(early context not ignored)" if pct_depth == 0 else
                            "(the paper: no change)"))
@@ -182,7 +183,7 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
                         "across a margin: underpowered")
                 effect, needs = 5.0, "an equivalence claim: its seeds are not planned here"
             else:
-                verdict = judged(row["ci_low"], row["ci_high"], +1, effect)
+                verdict = judged(row["ci_low"], row["ci_high"], +1, effect, estimate=row["delta"])
                 what = f"better at depth {pct_depth} %"
                 rule = ("agrees = the interval above 0; across 0, held against the paper's "
                         "difference")

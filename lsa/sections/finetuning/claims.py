@@ -28,7 +28,7 @@ from lsa.stats import resolution_text
 def _verdict_words(row, effect: float | None, unit: str) -> tuple[dict[str, Any], str]:
     """(the verdict and its numbers as ``Claim`` keywords, what the interval resolves) of a
     paired-effect row (``paired_effect``): lower is the paper's direction."""
-    return (judged(row.low, row.high, -1, effect, row.seeds),
+    return (judged(row.low, row.high, -1, effect, row.seeds, row.delta),
             resolution_text(row.low, row.high, effect, unit))
 
 
@@ -89,7 +89,7 @@ def paper_length_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "
                         f"{resolves}; {ONE_BASE}")
         else:
             n = nested
-            verdict = judged(n["low"], n["high"], -1, effect, n["bases"])
+            verdict = judged(n["low"], n["high"], -1, effect, n["bases"], n["delta"])
             per_base = ", ".join(f"base {b}: {v:+.3g}" for b, v in n["per_base"].items())
             ours = (f"NLL {n['baseline']:.4f} -> {n['regularized']:.4f} nats "
                     f"({n['delta']:+.3g}) over {n['bases']} base models x {n['seeds']} seeds; "
