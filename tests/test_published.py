@@ -131,3 +131,25 @@ def test_a_snapshot_from_other_inputs_is_not_read_and_says_which_runs(tmp_path, 
     assert "it lacks runs of this configuration (babilong_pi_a0_s0-" in said
     assert "$LSA_DATA_DIR's bAbI" in said
     assert open_section("03_regularized_finetuning", profile="mini").snapshot is not None
+
+
+@pytest.mark.parametrize("profile", ["mini", "mini-full"])
+def test_every_published_verdict_is_recomputed_from_its_own_columns(profile):
+    """A reader needs only claims.csv: each verdict judged on an interval follows from its
+    ``low``, ``high``, ``direction`` and ``paper_effect`` by ``resolve_verdict``, at the
+    ``confidence`` it states, with ``half_width`` its interval's; where a premise failed, the
+    evidence keeps that verdict."""
+    from lsa.claims import CONFIDENCE, held_note
+    from lsa.stats import resolve_verdict
+
+    claims = pd.read_csv(ROOT / "docs" / "results" / profile / "claims.csv")
+    judged = claims[claims["direction"].notna()]
+    assert len(judged) > 10
+    for row in judged.itertuples():
+        verdict = resolve_verdict(row.low, row.high, int(row.direction), row.paper_effect)
+        assert row.confidence == CONFIDENCE and math.isclose(
+            row.half_width, (row.high - row.low) / 2), row.id
+        if row.verdict == "premise not met":
+            assert held_note(verdict) in row.evidence, row.id
+        else:
+            assert verdict == row.verdict, row.id
