@@ -244,11 +244,14 @@ def claims_table(claims: list[dict[str, Any]]):
     return table
 
 
+#: the numbers a verdict is computed from (``judged``): columns of the file, not of the
+#: tables a reader sees (``display``), where the evidence gives them in words
+NUMBERS = ["estimate", "low", "high", "half_width", "confidence", "direction", "paper_effect",
+           "edge"]
 #: a claims table's columns (``claims.csv``): the record's fields, then ``p_holm``
 #: (``with_holm``, over every section's claims: the report's table)
 COLUMNS = ["id", "section", "kind", "origin", "method", "claim", "paper", "grade", "ours",
-           "verdict", "evidence", "rests_on", "estimate", "low", "high", "half_width",
-           "confidence", "direction", "paper_effect", "edge", "p", "p_holm"]
+           "verdict", "evidence", "rests_on", *NUMBERS, "p", "p_holm"]
 #: the family level of Holm's correction
 ALPHA = 0.05
 
@@ -310,8 +313,7 @@ def display(table):
 
     table["p"] = table["p"].map(p_words)
     holm = table["p_holm"].map(p_words)
-    table = table.drop(columns=["estimate", "low", "high", "half_width", "confidence",
-                                "direction", "paper_effect", "edge", "p_holm", "rests_on"]
+    table = table.drop(columns=[*NUMBERS, "p_holm", "rests_on"]
                        + ([] if table["p"].str.len().any() else ["p"]))
     if holm.str.len().any():
         table["p (Holm)"] = holm
