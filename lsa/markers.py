@@ -48,10 +48,11 @@ def _safetensors_problem(path: Path) -> str | None:
 
 def output_problems(folder: str | Path, finished: bool = True) -> list[str]:
     """What is wrong with the files a run wrote: every JSON file parses (``metrics.json`` and
-    ``run_info.json`` always, ``config.json`` and each line of the log where they exist, the
-    marker when ``finished``), and every ``.safetensors`` file under ``model/`` holds what its
-    header announces. An empty list: the outputs are whole. The job checks this before it
-    writes the marker; the pipeline, before it takes a marked run as finished."""
+    ``run_info.json`` always, ``config.json``, each line of the log and a base model's
+    ``tokenizer/*.json`` where they exist, the marker when ``finished``), and every
+    ``.safetensors`` file under ``model/`` holds what its header announces. An empty list:
+    the outputs are whole. The job checks this before it writes the marker; the pipeline, and
+    a job run by hand, before they take a marked run as finished."""
     folder = Path(folder)
     problems: list[str] = []
     names = ["metrics.json", "run_info.json", *(["config.json"] if (folder / "config.json")
@@ -76,6 +77,11 @@ def output_problems(folder: str | Path, finished: bool = True) -> list[str]:
             except ValueError:
                 problems.append(f"{LOG}, line {i}: not JSON ({line[:40]!r})")
                 break
+    for path in sorted((folder / "tokenizer").glob("*.json")):  # a base model's tokenizer
+        try:
+            json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            problems.append(f"tokenizer/{path.name} unreadable ({exc})")
     for path in sorted((folder / "model").glob("*.safetensors")):
         problem = _safetensors_problem(path)
         if problem:

@@ -388,58 +388,80 @@ def unmark_broken_runs(runs) -> list[tuple[Any, list[str]]]:
 
 def check_runs(pipe: PipelineConfig) -> list[str]:
     """Problems in the folders of every run of the configuration."""
+    return [p for run in runs_of(pipe) for p in run_problems(pipe, run)]
+
+
+def run_problems(pipe: PipelineConfig, run) -> list[str]:
+    """Problems in one run's folder: its files (``lsa.markers.output_problems``) and the
+    metrics its kind must hold."""
+    label = run.name if run.kind == "base" else \
+        f"{run.kind}_{run.name}" if run.kind in ("babilong-eval", "probe", "longbench") \
+        else run.name
     problems: list[str] = []
-    for run in runs_of(pipe):
-        label = run.name if run.kind == "base" else \
-            f"{run.kind}_{run.name}" if run.kind in ("babilong-eval", "probe", "longbench") \
-            else run.name
-        if run.finished:
-            problems.extend(f"run {label}: {p}" for p in run.problems())
-        try:
-            metrics = json.loads((run.folder / "metrics.json").read_text())
-            json.loads((run.folder / FINISHED).read_text())
-        except (OSError, ValueError) as exc:
-            problems.append(f"run {label}: unfinished or unreadable ({exc})")
-            continue
-        if run.kind == "base":
-            ppl = metrics.get("validation_perplexity", {})
-        elif run.kind in ("babilong", "babilong-eval"):
-            ppl = {}
-            rows = metrics.get("accuracy", [])
-            if not rows or not all(isinstance(r.get("correct"), bool) for r in rows):
-                problems.append(f"run {label}: no BABILong accuracy rows")
-        elif run.kind == "longbench":
-            ppl = {}
-            score = metrics.get("longbench_e")
-            if set(metrics.get("per_dataset", {})) != set(pipe.longbench.datasets):
-                problems.append(f"run {label}: LongBench-E datasets "
-                                f"{sorted(metrics.get('per_dataset', {}))}, expected "
-                                f"{sorted(pipe.longbench.datasets)}")
-            if not isinstance(score, (int, float)) or not 0 <= score <= 100:
-                problems.append(f"run {label}: LongBench-E score {score!r}")
-        elif "reference" in run.identity:  # a reference model: the decomposition only
-            ppl = {}
-            mis = metrics.get("misalignment", {}).get("mean")
-            if not isinstance(mis, (int, float)) or not math.isfinite(mis) or mis < 0:
-                problems.append(f"run {label}: misalignment metric {mis!r}")
-        else:
-            ppl = metrics.get("perplexity", {})
-            ft = pipe.finetune
-            wanted = {str(n) for n in (ft.eval_lengths(run.spec) if run.kind == "finetune" else
-                                       [m * ft.l_train for m in ft.eval_multiples])}
-            if set(ppl) != wanted:
-                problems.append(f"run {label}: perplexity at {sorted(ppl)}, expected "
-                                f"{sorted(wanted)}")
-            mis = metrics.get("misalignment", {}).get("mean")
-            if not isinstance(mis, (int, float)) or not math.isfinite(mis) or mis < 0:
-                problems.append(f"run {label}: misalignment metric {mis!r}")
-        for length, value in ppl.items():
-            if not (isinstance(value.get("ppl"), (int, float)) and math.isfinite(value["ppl"])
-                    and value["ppl"] > 1):
-                problems.append(f"run {label}: perplexity at {length} is {value.get('ppl')!r}")
-        if not (run.folder / "run_info.json").exists():
-            problems.append(f"run {label}: run_info.json missing")
+    if run.finished:
+        problems.extend(f"run {label}: {p}" for p in run.problems())
+    try:
+        metrics = json.loads((run.folder / "metrics.json").read_text())
+        json.loads((run.folder / FINISHED).read_text())
+    except (OSError, ValueError) as exc:
+        problems.append(f"run {label}: unfinished or unreadable ({exc})")
+        return problems
+    if run.kind == "base":
+        ppl = metrics.get("validation_perplexity", {})
+    elif run.kind in ("babilong", "babilong-eval"):
+        ppl = {}
+        rows = metrics.get("accuracy", [])
+        if not rows or not all(isinstance(r.get("correct"), bool) for r in rows):
+            problems.append(f"run {label}: no BABILong accuracy rows")
+    elif run.kind == "longbench":
+        ppl = {}
+        score = metrics.get("longbench_e")
+        if set(metrics.get("per_dataset", {})) != set(pipe.longbench.datasets):
+            problems.append(f"run {label}: LongBench-E datasets "
+                            f"{sorted(metrics.get('per_dataset', {}))}, expected "
+                            f"{sorted(pipe.longbench.datasets)}")
+        if not isinstance(score, (int, float)) or not 0 <= score <= 100:
+            problems.append(f"run {label}: LongBench-E score {score!r}")
+    elif "reference" in run.identity:  # a reference model: the decomposition only
+        ppl = {}
+        mis = metrics.get("misalignment", {}).get("mean")
+        if not isinstance(mis, (int, float)) or not math.isfinite(mis) or mis < 0:
+            problems.append(f"run {label}: misalignment metric {mis!r}")
+    else:
+        ppl = metrics.get("perplexity", {})
+        ft = pipe.finetune
+        wanted = {str(n) for n in (ft.eval_lengths(run.spec) if run.kind == "finetune" else
+                                   [m * ft.l_train for m in ft.eval_multiples])}
+        if set(ppl) != wanted:
+            problems.append(f"run {label}: perplexity at {sorted(ppl)}, expected "
+                            f"{sorted(wanted)}")
+        mis = metrics.get("misalignment", {}).get("mean")
+        if not isinstance(mis, (int, float)) or not math.isfinite(mis) or mis < 0:
+            problems.append(f"run {label}: misalignment metric {mis!r}")
+    for length, value in ppl.items():
+        if not (isinstance(value.get("ppl"), (int, float)) and math.isfinite(value["ppl"])
+                and value["ppl"] > 1):
+            problems.append(f"run {label}: perplexity at {length} is {value.get('ppl')!r}")
+    if not (run.folder / "run_info.json").exists():
+        problems.append(f"run {label}: run_info.json missing")
     return problems
+
+
+def output_states(pipe: PipelineConfig) -> dict[str, tuple[str, list[str]]]:
+    """Every output of ``pipe.profile``, a run (by id) or a section (by key), with its state,
+    ``made``, ``not made`` (a run without its finished marker, a section without its
+    ``metrics.json``) or ``damaged`` (made, with problems: ``run_problems``,
+    ``section_problems``), and its problems (``python -m lsa check``)."""
+    out = {}
+    for run in runs_of(pipe):
+        problems = run_problems(pipe, run)
+        out[run.id] = ("not made" if not run.finished else "damaged" if problems else "made",
+                       problems)
+    for key in pipe.sections:
+        problems = section_problems(pipe, key)
+        made = paths.metrics_file(pipe.profile, key).exists()
+        out[key] = ("not made" if not made else "damaged" if problems else "made", problems)
+    return out
 
 
 def check_outputs(pipe: PipelineConfig) -> list[str]:
@@ -449,45 +471,49 @@ def check_outputs(pipe: PipelineConfig) -> list[str]:
 
 def check_sections(pipe: PipelineConfig) -> list[str]:
     """Problems in the section notebooks' outputs (metrics, provenance, figures, tables)."""
+    return [p for key in pipe.sections for p in section_problems(pipe, key)]
+
+
+def section_problems(pipe: PipelineConfig, key: str) -> list[str]:
+    """Problems in one section's outputs (``check_sections``)."""
     import nbformat
 
     problems: list[str] = []
     profile = pipe.profile
-    for key in pipe.sections:
-        folder = paths.section_dir(profile, key)
-        try:
-            metrics = json.loads(paths.metrics_file(profile, key).read_text())
-            info = json.loads((folder / "run_info.json").read_text())
-        except (OSError, ValueError) as exc:
-            problems.append(f"{key}: metrics.json or run_info.json missing or unreadable ({exc})")
-            continue
-        if info.get("config") != section_settings(pipe, key):
-            problems.append(f"{key}: run_info.json config differs from the {profile} profile")
-        missing = RUN_INFO_KEYS - set(info)
-        if missing:
-            problems.append(f"{key}: run_info.json lacks {sorted(missing)}")
-        for claim in metrics.get("claims", []):
-            if claim.get("verdict") not in VERDICTS:
-                problems.append(f"{key}: claim {claim.get('id')} has verdict "
-                                f"{claim.get('verdict')!r}")
-        for name in metrics.get("figures", []):
-            for ext in ("png", "pdf"):
-                fig = paths.figures_dir(profile) / f"{name}.{ext}"
-                if not fig.exists() or fig.stat().st_size < 1000:
-                    problems.append(f"{key}: figure {fig} missing or empty")
-        for name in metrics.get("tables", []):
-            for ext in ("csv", "md"):
-                if not (folder / f"{name}.{ext}").exists():
-                    problems.append(f"{key}: table {name}.{ext} missing")
-        nb_path = paths.executed_notebook(profile, key)
-        try:
-            nb = nbformat.read(nb_path, as_version=4)
-        except OSError as exc:
-            problems.append(f"{key}: executed notebook missing ({exc})")
-            continue
-        for cell in nb.cells:
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    problems.append(f"{key}: executed notebook has an error: {output.get('ename')}")
+    folder = paths.section_dir(profile, key)
+    try:
+        metrics = json.loads(paths.metrics_file(profile, key).read_text())
+        info = json.loads((folder / "run_info.json").read_text())
+    except (OSError, ValueError) as exc:
+        problems.append(f"{key}: metrics.json or run_info.json missing or unreadable ({exc})")
+        return problems
+    if info.get("config") != section_settings(pipe, key):
+        problems.append(f"{key}: run_info.json config differs from the {profile} profile")
+    missing = RUN_INFO_KEYS - set(info)
+    if missing:
+        problems.append(f"{key}: run_info.json lacks {sorted(missing)}")
+    for claim in metrics.get("claims", []):
+        if claim.get("verdict") not in VERDICTS:
+            problems.append(f"{key}: claim {claim.get('id')} has verdict "
+                            f"{claim.get('verdict')!r}")
+    for name in metrics.get("figures", []):
+        for ext in ("png", "pdf"):
+            fig = paths.figures_dir(profile) / f"{name}.{ext}"
+            if not fig.exists() or fig.stat().st_size < 1000:
+                problems.append(f"{key}: figure {fig} missing or empty")
+    for name in metrics.get("tables", []):
+        for ext in ("csv", "md"):
+            if not (folder / f"{name}.{ext}").exists():
+                problems.append(f"{key}: table {name}.{ext} missing")
+    nb_path = paths.executed_notebook(profile, key)
+    try:
+        nb = nbformat.read(nb_path, as_version=4)
+    except OSError as exc:
+        problems.append(f"{key}: executed notebook missing ({exc})")
+        return problems
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                problems.append(f"{key}: executed notebook has an error: {output.get('ename')}")
     return problems
 

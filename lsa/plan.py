@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lsa.config import PipelineConfig
@@ -116,7 +117,6 @@ def architecture(pipe: PipelineConfig, known: dict[str, dict[str, Any]] | None =
 def _cached_config(name_or_path: str) -> dict[str, Any] | None:
     """A model's ``config.json`` from its folder or the hub's cache, without the network."""
     import json
-    from pathlib import Path
 
     folder = Path(name_or_path).expanduser()
     if (folder / "config.json").is_file():
@@ -271,37 +271,39 @@ def _eval_tokens(pipe: PipelineConfig, l_train: int, lengths: list[int]) -> tupl
     return tokens, longest
 
 
-def _longbench_samples(pipe: PipelineConfig, dataset: str, assumptions) -> int:
-    """Samples of a LongBench-E dataset the job answers: ``limit`` when set and smaller, else
-    the file's line count when it is at hand, else the stated ``plan.longbench_samples``."""
-    from lsa.evaluate.longbench import data_folder
+def longbench_data(pipe: PipelineConfig, assumptions) -> tuple[dict[str, int], dict[str, int]]:
+    """What the LongBench-E job will answer, per dataset: the prompts its file holds (the tiny
+    fixture's for ``data_dir: fixture``, written to a temporary folder to be counted), else the
+    stated ``plan.longbench_samples`` where the file is not at hand, at most ``limit``; and the
+    answer lengths of its ``dataset2maxlen.json`` where it is at hand (a dataset not in it
+    counts ``MAX_NEW_TOKENS``, the longest: an upper bound)."""
+    import json
+    import tempfile
+
+    from lsa.evaluate.longbench import data_folder, write_fixture
 
     lb = pipe.longbench
-    count = assumptions.longbench_samples
-    folder = data_folder(pipe.longbench)
-    path = folder / f"{dataset}_e.jsonl" if folder else None
-    if path is not None and path.is_file():
-        with path.open("rb") as handle:
-            count = sum(1 for line in handle if line.strip())
-    return min(count, lb.limit) if lb.limit else count
 
+    def read(folder: Path | None) -> tuple[dict[str, int], dict[str, int]]:
+        counts = {}
+        for dataset in lb.datasets:
+            path = folder / f"{dataset}_e.jsonl" if folder else None
+            count = assumptions.longbench_samples
+            if path is not None and path.is_file():
+                with path.open("rb") as handle:
+                    count = sum(1 for line in handle if line.strip())
+            counts[dataset] = min(count, lb.limit) if lb.limit else count
+        table = folder / "dataset2maxlen.json" if folder else None
+        try:
+            maxlen = json.loads(table.read_text()) if table and table.is_file() else {}
+        except ValueError:
+            maxlen = {}
+        return counts, {k: v for k, v in maxlen.items() if isinstance(v, int)}
 
-def _maxlen_table(pipe: PipelineConfig) -> dict[str, int]:
-    """LongBench's answer lengths (its dataset2maxlen.json) when the file is at hand; a dataset
-    not in it counts ``MAX_NEW_TOKENS``, the longest (an upper bound)."""
-    import json
-
-    from lsa.evaluate.longbench import data_folder
-
-    folder = data_folder(pipe.longbench)
-    path = folder / "dataset2maxlen.json" if folder else None
-    if path is None or not path.is_file():
-        return {}
-    try:
-        table = json.loads(path.read_text())
-    except ValueError:
-        return {}
-    return {k: v for k, v in table.items() if isinstance(v, int)}
+    if lb.enabled and lb.data_dir == "fixture":
+        with tempfile.TemporaryDirectory() as tmp:
+            return read(write_fixture(Path(tmp)))
+    return read(data_folder(lb))
 
 
 MAX_NEW_TOKENS = 512  # LongBench's longest answer (gov_report, multi_news)
@@ -317,7 +319,9 @@ def plan_profile(pipe: PipelineConfig, settings=None) -> list[JobPlan]:
     m, ft = pipe.pretrain.model, pipe.finetune
     weight_bytes = DTYPE_BYTES[m.dtype]
     out = []
-    for run in runs_of(pipe):
+    runs = runs_of(pipe)
+    prompts, maxlen = longbench_data(pipe, assumptions) if runs.longbench else ({}, {})
+    for run in runs:
         job = settings.run_job(pipe.profile, run)
         res = settings.resources(pipe.profile, run.kind)
         flops, steps, notes = 0.0, 0, ""
@@ -379,10 +383,9 @@ def plan_profile(pipe: PipelineConfig, settings=None) -> list[JobPlan]:
             notes = f"{sum(c for _, c in samples)} prompts"
         elif run.kind == "longbench":
             lb = pipe.longbench
-            maxlen = _maxlen_table(pipe)
             total = 0
             for dataset in lb.datasets:
-                count = _longbench_samples(pipe, dataset, assumptions)
+                count = prompts[dataset]
                 total += count
                 new = maxlen.get(dataset, MAX_NEW_TOKENS)
                 # prompts cut to max_length: the budget is an upper bound of each prompt
@@ -391,6 +394,9 @@ def plan_profile(pipe: PipelineConfig, settings=None) -> list[JobPlan]:
             mem = eval_memory(arch, batch=lb.batch_size, seq=lb.max_length + MAX_NEW_TOKENS,
                               weight_bytes=weight_bytes, generate=True)["total"]
             notes = f"{total} prompts, batch {lb.batch_size}"
+        elif run.kind == "synthetic":  # tiny regression models, in CPU processes
+            mem = 0.0
+            notes = "Section 3's small models, on the CPU"
         else:  # pragma: no cover - every kind is handled above
             raise ValueError(run.kind)
         out.append(JobPlan(rule_name(run), run.kind, run.name, run.processes, job.gpu,

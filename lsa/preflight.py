@@ -5,8 +5,9 @@ lsa plan`` prints it).
 - **Devices**: the CUDA build and the number of GPUs the largest job claims
   (``workflow/settings.yaml``). A profile whose jobs claim GPUs stops on a CPU-only torch,
   never falls back to the CPU for days, unless ``LSA_ALLOW_CPU=1`` says so (the slow test and
-  the CPU checks of the GPU path). Under a cluster executor the login node needs no GPU: only
-  the build is checked there.
+  the CPU checks of the GPU path), which is offered and accepted only where the largest job's
+  memory estimate (``lsa.plan``) fits the host's memory (``host_memory``). Under a cluster
+  executor the login node needs no GPU: only the build is checked there.
 - **4-bit**: bitsandbytes and a CUDA device where NF4 is asked for (``finetune.use_4bit`` on a
   LongQLoRA run, ``model.load_in_4bit``); with ``LSA_ALLOW_CPU=1`` the runs load unquantized
   weights instead, and the check says so (``job_notes`` again in the job's log).
@@ -81,24 +82,74 @@ def uses_4bit(pipe: PipelineConfig) -> bool:
     return pipe.pretrain.model.load_in_4bit or (pipe.finetune.use_4bit and lora)
 
 
-def check_devices(pipe: PipelineConfig, settings=None, env=None, cluster: bool = False
-                  ) -> tuple[list[str], list[str]]:
-    """(problems, notes) of the torch build and the GPUs against what the profile claims."""
+def host_memory() -> int | None:
+    """This machine's memory in bytes (``MemTotal`` of ``/proc/meminfo``, else
+    ``os.sysconf``); None where neither tells."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def cpu_memory_problem(pipe: PipelineConfig, runs=None, settings=None,
+                       memory: int | None = None) -> str | None:
+    """Why the GPU jobs of ``pipe`` (or ``runs`` of it) cannot run on this machine's CPU: the
+    largest's memory estimate (``lsa.plan``: what its processes hold on their GPUs, held in
+    host memory instead) beyond the host's memory; None where it fits (or the host's memory
+    is unknown)."""
+    from lsa import plan
+
+    memory = host_memory() if memory is None else memory
+    if memory is None:
+        return None
+    names = None if runs is None else {(r.kind, r.name) for r in runs}
+    plans = [p for p in plan.plan_profile(pipe, settings)
+             if p.gpus and (names is None or (p.kind, p.name) in names)]
+    if not plans:
+        return None
+    def host(p):  # each of its processes holds what it would on its GPU
+        return p.memory_bytes * max(p.processes, 1)
+
+    big = max(plans, key=host)
+    if host(big) <= memory:
+        return None
+    return (f"{big.kind} {big.name} needs about {host(big) / plan.GIB:.0f} GiB by the plan's "
+            f"estimate (python -m lsa plan --profile {pipe.profile}), this machine has "
+            f"{memory / plan.GIB:.0f} GiB: it cannot run on this CPU")
+
+
+def check_devices(pipe: PipelineConfig, settings=None, env=None, cluster: bool = False,
+                  memory: int | None = None) -> tuple[list[str], list[str]]:
+    """(problems, notes) of the torch build and the GPUs against what the profile claims;
+    ``LSA_ALLOW_CPU`` is offered, and accepted, only where the jobs fit the host's memory
+    (``memory``: bytes, default this machine's)."""
     import torch
 
     needed = gpus_needed(pipe, settings)
     if not needed:
         return [], []
+    no_cuda = torch.version.cuda is None or not torch.cuda.is_available()
+    too_big = cpu_memory_problem(pipe, settings=settings, memory=memory) \
+        if (no_cuda and not cluster) else None
     if allow_cpu(env):
-        if torch.version.cuda is None or not torch.cuda.is_available():
+        if no_cuda and too_big:
+            return [f"devices: {ALLOW_CPU} is set, but {too_big}: run it on a machine with "
+                    f"GPUs, or through a cluster profile (docs/gpu.md)"], []
+        if no_cuda:
             return [], [f"{ALLOW_CPU} is set: the GPU jobs run on the CPU (at the profile's "
                         "shapes: days, not hours)"]
         return [], []
     if torch.version.cuda is None:
+        instead = f"; {too_big}" if too_big else f", or set {ALLOW_CPU}=1 to run them on the CPU"
         return [f"devices: the jobs claim up to {needed} GPU{'s' if needed > 1 else ''} each "
                 f"(workflow/settings.yaml), but torch {torch.__version__} is a CPU-only build: "
-                f"install a CUDA build ({TORCH_CUDA}; docs/gpu.md), or set "
-                f"{ALLOW_CPU}=1 to run them on the CPU"], []
+                f"install a CUDA build ({TORCH_CUDA}; docs/gpu.md){instead}"], []
     if cluster:  # the compute nodes have the GPUs, not the submitting host
         return [], []
     found = torch.cuda.device_count()
@@ -191,12 +242,20 @@ def check_data(pipe: PipelineConfig, env=None, hub: bool = True) -> list[str]:
     problems = []
     data = pipe.pretrain.data
     if data.books_source == "local":
+        folder = Path(data.books_dir).expanduser() if data.books_dir else None
         try:
             locate_books(data.books_dir, fetch=False)
         except DataMissingError:
-            if data.books_dir or not npm_available():  # else the first job fetches them
-                problems.append("books: none found (data.books_dir, $LSA_DATA_DIR/books, "
-                                "data/books): python -m lsa fetch books")
+            if folder is not None:
+                state = "does not exist" if not folder.exists() else \
+                    "is not a folder" if not folder.is_dir() else "holds no .txt books"
+                problems.append(f"books: pretrain.data.books_dir = {str(folder)!r} {state}: "
+                                "point it at a folder of .txt books in config/config.yaml, or "
+                                "set it to null to use $LSA_DATA_DIR/books or data/books "
+                                "(python -m lsa fetch books)")
+            elif not npm_available():  # else the first job fetches them
+                problems.append("books: none found (pretrain.data.books_dir, "
+                                "$LSA_DATA_DIR/books, data/books): python -m lsa fetch books")
     elif hub:
         problems += check_hub_ids([data.hub_dataset], {data.hub_dataset: data.hub_revision},
                                   env, repo_type="dataset")
@@ -307,15 +366,17 @@ def check_hub(pipe: PipelineConfig, env=None) -> tuple[list[str], list[str]]:
 
 
 def preflight(pipe: PipelineConfig, settings=None, env=None, cluster: bool = False,
-              hub: bool = True) -> Report:
-    """Every check of a profile (``hub=False``: leave the hub alone, for tests and ``plan``)."""
+              hub: bool = True, memory: int | None = None) -> Report:
+    """Every check of a profile (``hub=False``: leave the hub alone, for tests and ``plan``;
+    ``memory``: the host's, bytes, default this machine's)."""
     from lsa import plan
     from lsa.models import missing_models
     from lsa.pipeline import workflow_settings
 
     settings = settings or workflow_settings()
     report = Report()
-    for problems, notes in (check_devices(pipe, settings, env, cluster), check_4bit(pipe, env),
+    for problems, notes in (check_devices(pipe, settings, env, cluster, memory),
+                            check_4bit(pipe, env),
                             check_hub(pipe, env) if hub else ([], [])):
         report.problems += problems
         report.notes += notes
@@ -327,7 +388,8 @@ def preflight(pipe: PipelineConfig, settings=None, env=None, cluster: bool = Fal
     return report
 
 
-def job_notes(pipe: PipelineConfig, run, gpus: int, env=None) -> list[str]:
+def job_notes(pipe: PipelineConfig, run, gpus: int, env=None, memory: int | None = None
+              ) -> list[str]:
     """What a single job (``python -m lsa <kind>``) checks before any compute: a job that
     claims GPUs stops without CUDA unless ``LSA_ALLOW_CPU`` is set (then it says it runs on
     the CPU); an NF4 run without bitsandbytes' CUDA backend stops, or says it loads
@@ -336,6 +398,11 @@ def job_notes(pipe: PipelineConfig, run, gpus: int, env=None) -> list[str]:
 
     notes = []
     if gpus and not torch.cuda.is_available():
+        too_big = cpu_memory_problem(pipe, [run], memory=memory)
+        if too_big:
+            raise RuntimeError(f"{run.describe()} claims {gpus} GPU{'s' if gpus > 1 else ''} "
+                               f"but CUDA is not available here, and {too_big}: run it on a "
+                               "machine with GPUs")
         if not allow_cpu(env):
             raise RuntimeError(f"{run.describe()} claims {gpus} GPU{'s' if gpus > 1 else ''} "
                                "but CUDA is not available here; set "

@@ -28,7 +28,7 @@ import base64
 import datetime as _dt
 import hashlib
 import json
-import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -48,12 +48,12 @@ def destination(profile: str) -> Path:
 
 
 def machine() -> dict[str, Any]:
+    from lsa.preflight import host_memory
+
     info = files.device_info()
-    try:
-        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-        info["memory_gib"] = round(pages * size / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        pass
+    memory = host_memory()
+    if memory is not None:
+        info["memory_gib"] = round(memory / 2**30, 1)
     return info
 
 
@@ -91,14 +91,15 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     # the environment `make reproduce` ran in (recorded then); an older record has none, and
     # the environment publishing it stands in, marked so
     packages = reproduce.pop("packages", None)
+    plan = runs_of(pipe)
     stamp = {"profile": profile, "commit": _run_commit(profile) or files.git_commit(),
+             "run_commits": run_commits(published.read_runs(pipe, plan)),
              "published_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
              "reproduce": reproduce, "machine": machine(),
              "packages": packages or files.installed_versions(),
              "packages_recorded_by": "make reproduce" if packages else "make publish",
              "notebooks": [nb.stem for nb in notebooks]}
     files.write_json(staging / "stamp.json", stamp)
-    plan = runs_of(pipe)
     published.export(pipe, plan, staging, stamp)  # what the notebooks read, run alone
     ids = {r.id for r in plan}  # the profile's own runs, not a sharing profile's
     files.atomic_write_text(staging / "STAMP.md", _stamp_markdown(stamp, profile, ids))
@@ -110,6 +111,31 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     staging.rename(dest)
     files.atomic_write_text(dest.parent / "README.md", results_index(dest.parent))
     return dest
+
+
+def run_commits(runs) -> list[dict[str, Any]]:
+    """The commits that made ``runs`` (each finished run's ``run_info.json``), with how many
+    runs each made, most first: a snapshot's runs can come from several (a resumed
+    ``make reproduce``, runs reused from an earlier one), and its notebooks from another."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        try:
+            commit = files.read_json(run.folder / "run_info.json").get("git_commit")
+        except (OSError, ValueError):
+            commit = None
+        counts[commit or "unknown"] = counts.get(commit or "unknown", 0) + 1
+    return [{"commit": c, "runs": n}
+            for c, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+
+
+def provenance(stamp: dict[str, Any]) -> str:
+    """``runs made by `c65a6c7` (200 runs), `d6b6015` (51 runs); notebooks ran at `465d62f```:
+    every commit that made the snapshot's runs beside the one its notebooks ran at."""
+    made = ", ".join(f"`{r['commit'][:7]}`" + (f" ({r['runs']} runs)" if r.get("runs") else "")
+                     + (f" ({r['note']})" if r.get("note") else "")
+                     for r in stamp.get("run_commits") or [])
+    return (f"runs made by {made or 'commits not recorded'}; notebooks ran at "
+            f"`{stamp['commit'][:7]}`")
 
 
 def _run_commit(profile: str) -> str | None:
@@ -142,7 +168,62 @@ def _copy_notebook(notebook: Path, out: Path, figures: dict[str, str] | None = N
                 del data["image/png"]
                 data["text/markdown"] = f"![{name}](../figures/{name})"
                 data["text/plain"] = f"figure {name}"
-    files.atomic_write_text(out, nbformat.writes(node))
+    files.atomic_write_text(out, portable_paths(nbformat.writes(node),
+                                                [paths.output_root(), paths.ROOT]))
+
+
+#: the repository's folders a path of the publishing machine leads to (``machine_roots``)
+REPO_FOLDERS = ("results", "figures", "logs", "lsa", "scripts", "data", "docs", "notebooks",
+                "config", "workflow", "tests")
+_ROOT_BEFORE = re.compile(r"(?<![\w.~+-])((?:/[\w.+-]+)+?)/(?=(?:"
+                          + "|".join(REPO_FOLDERS) + ")/)")
+
+
+def portable_paths(text: str, roots) -> str:
+    """``text`` without the absolute paths of the machine that wrote it: a path under one of
+    ``roots`` (the clone, the output root) relative to it, as the repository names it; one
+    under the user's home as ``~/...``."""
+    for root in sorted({str(r).rstrip("/") for r in roots}, key=len, reverse=True):
+        if root:
+            text = re.sub(re.escape(root) + r"/", "", text)
+    home = str(Path.home()).rstrip("/")
+    return re.sub(re.escape(home) + r"/", "~/", text) if home else text
+
+
+def machine_roots(text: str) -> set[str]:
+    """The clones and output roots of other machines a published text names: each absolute
+    path's part before a folder of the repository (``REPO_FOLDERS``), e.g. ``/work/main`` of
+    ``/work/main/lsa/jobs.py`` (what ``scrub_published`` takes away)."""
+    return set(_ROOT_BEFORE.findall(text))
+
+
+def scrub_published(root: Path | None = None) -> list[Path]:
+    """Rewrite the published files that carry the absolute paths of the machine that made
+    them (the executed notebooks, ``gpu_check/``'s records and plan) with ``portable_paths``
+    (every ``machine_roots`` root); byte for byte the same elsewhere, so no number moves and
+    a notebook stays valid JSON. A file a snapshot's ``MANIFEST.json`` lists gets its new
+    checksum there. Returns the files rewritten."""
+    root = root or paths.ROOT / "docs" / "results"
+    changed = []
+    for path in sorted([*root.glob("*/notebooks/*.ipynb"), *root.glob("gpu_check/*.json"),
+                        *root.glob("gpu_check/*.md")]):
+        text = path.read_text()
+        new = portable_paths(text, machine_roots(text))
+        if new == text:
+            continue
+        if path.suffix in (".json", ".ipynb"):
+            json.loads(new)  # still valid
+        files.atomic_write_text(path, new)
+        changed.append(path)
+        manifest = path.parent.parent / published.MANIFEST
+        listed = files.read_json(manifest) if manifest.exists() else {"files": {}}
+        name = path.relative_to(manifest.parent).as_posix()
+        if name in listed["files"]:
+            listed["files"][name] = {"sha256": published.sha256(path),
+                                     "bytes": path.stat().st_size}
+            listed["bytes"] = sum(entry["bytes"] for entry in listed["files"].values())
+            files.write_json(manifest, listed)
+    return changed
 
 
 def _stamp_markdown(stamp: dict[str, Any], profile: str, run_ids: set[str] | None = None
@@ -150,7 +231,7 @@ def _stamp_markdown(stamp: dict[str, Any], profile: str, run_ids: set[str] | Non
     rep, mach, packages = stamp["reproduce"], stamp["machine"], stamp.get("packages") or {}
     bound = timings.floor(profile, rep.get("cores"))
     lines = [f"# Published results: profile `{profile}`", "",
-             f"- commit: `{stamp['commit']}`",
+             f"- {provenance(stamp)} (`{stamp['commit']}`)",
              f"- run finished: {rep.get('finished_utc')}; published {stamp['published_utc']}",
              f"- machine: {mach.get('platform')}, {mach.get('cpu_count')} CPUs, "
              f"{mach.get('memory_gib', '?')} GiB, CPU kernels: "
@@ -195,10 +276,10 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     gates_file = snapshot / "gates.json"
     gates = json.loads(gates_file.read_text()) if gates_file.exists() else None
     out = [f"# Results: profile `{stamp['profile']}`", "",
-           f"Generated by `make publish` from the run of commit `{stamp['commit']}` "
-           f"(finished {stamp['reproduce'].get('finished_utc')}; how it ran: "
-           "[STAMP.md](STAMP.md)). Every number below comes from that run; the executed "
-           "notebooks are under [notebooks/](notebooks/).", "",
+           f"Generated by `make publish` ({provenance(stamp)}; finished "
+           f"{stamp['reproduce'].get('finished_utc')}; how it ran: [STAMP.md](STAMP.md)). "
+           "Every number below comes from those runs; the executed notebooks are under "
+           "[notebooks/](notebooks/).", "",
            headline(claims, [Gate(**g) for g in gates or []], stamp["profile"],
                     *_report_answers(snapshot)), "", "## The premise gates", ""]
     if gates is None:
@@ -289,7 +370,7 @@ def results_index(root: Path) -> str:
                      f"({name}/MANIFEST.json))" if (snapshot / published.MANIFEST).exists()
                      else "no run files (notebooks need `make reproduce`)")
         out += [f"## `{name}`", "",
-                f"Commit `{stamp['commit'][:10]}`, run finished "
+                f"{provenance(stamp).capitalize()}, run finished "
                 f"{(stamp['reproduce'].get('finished_utc') or '?')[:10]}; {run_files}.", "",
                 counts_sentence(*verdict_counts(claims)) + "." + older, "",
                 f"- [RESULTS.md]({name}/RESULTS.md): the premise gates, every claim with the "

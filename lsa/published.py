@@ -38,7 +38,7 @@ MANIFEST = "MANIFEST.json"
 RUN_FILES = ("metrics.json", LOG)
 
 
-class SnapshotDamaged(RuntimeError):
+class SnapshotDamaged(files.DamagedFile):
     """A published file is missing or differs from the manifest's checksum."""
 
 
@@ -54,8 +54,23 @@ def read_runs(pipe: PipelineConfig, plan: RunSet) -> list[Run]:
     return plan.used_by(kinds)
 
 
-def _sha256(path: Path) -> str:
+def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _export_run(run: Run, dest: Path) -> list[Path]:
+    """A finished run's files as a snapshot keeps them (gzipped, beside its marker)."""
+    out, written = dest / "runs" / run.id, []
+    for name in RUN_FILES:
+        if (run.folder / name).exists():
+            written.append(files.write_packed(out / name, (run.folder / name).read_bytes()))
+    written.append(files.atomic_write_text(out / FINISHED, (run.folder / FINISHED).read_text()))
+    return written
+
+
+def _listed(paths_: list[Path], dest: Path) -> dict[str, dict[str, Any]]:
+    return {p.relative_to(dest).as_posix(): {"sha256": sha256(p), "bytes": p.stat().st_size}
+            for p in sorted(paths_)}
 
 
 def export(pipe: PipelineConfig, plan: RunSet, dest: Path, stamp: dict[str, Any]
@@ -65,14 +80,8 @@ def export(pipe: PipelineConfig, plan: RunSet, dest: Path, stamp: dict[str, Any]
     date (``lsa.publish``)."""
     written: list[Path] = []
     for run in read_runs(pipe, plan):
-        if not run.finished:
-            continue
-        out = dest / "runs" / run.id
-        for name in RUN_FILES:
-            if (run.folder / name).exists():
-                written.append(files.write_packed(out / name, (run.folder / name).read_bytes()))
-        written.append(files.atomic_write_text(out / FINISHED,
-                                               (run.folder / FINISHED).read_text()))
+        if run.finished:
+            written += _export_run(run, dest)
     for key in pipe.sections:
         source = paths.section_dir(pipe.profile, key)
         if (source / "metrics.json").exists():
@@ -82,12 +91,33 @@ def export(pipe: PipelineConfig, plan: RunSet, dest: Path, stamp: dict[str, Any]
             written.append(files.atomic_write_text(out / "run_info.json",
                                                    (source / "run_info.json").read_text()))
     manifest = {"profile": pipe.profile, "commit": stamp.get("commit"),
+                "run_commits": stamp.get("run_commits", []),
                 "run_finished_utc": stamp.get("reproduce", {}).get("finished_utc"),
                 "bytes": sum(p.stat().st_size for p in written),
-                "files": {p.relative_to(dest).as_posix(): {"sha256": _sha256(p),
-                                                            "bytes": p.stat().st_size}
-                          for p in sorted(written)}}
+                "files": _listed(written, dest)}
     files.write_json(dest / MANIFEST, manifest)
+    return manifest
+
+
+def add_runs(root: Path, runs: list[Run], commit: dict[str, Any]) -> dict[str, Any]:
+    """Add finished ``runs`` to the published snapshot at ``root`` without republishing it:
+    their files as ``export`` writes them, listed in its manifest, and ``commit`` (``{"commit":
+    ..., "note": ...}``, the commit that made them) among its ``run_commits`` in the manifest
+    and ``stamp.json``. For a run kind the snapshot predates whose numbers the snapshot already
+    shows (Section 3's grid): a run already listed is refused."""
+    manifest = files.read_json(root / MANIFEST)
+    for run in runs:
+        if not run.finished:
+            raise ValueError(f"{run.describe()} is not finished: nothing to add")
+        if any(name.startswith(f"runs/{run.id}/") for name in manifest["files"]):
+            raise ValueError(f"{root / 'runs' / run.id} is in the snapshot already")
+    written = [p for run in runs for p in _export_run(run, root)]
+    manifest["files"] = dict(sorted({**manifest["files"], **_listed(written, root)}.items()))
+    manifest["bytes"] = sum(entry["bytes"] for entry in manifest["files"].values())
+    for record in (manifest, stamp := files.read_json(root / "stamp.json")):
+        record["run_commits"] = [*record.get("run_commits", []), {**commit, "runs": len(runs)}]
+    files.write_json(root / MANIFEST, manifest)
+    files.write_json(root / "stamp.json", stamp)
     return manifest
 
 
@@ -108,11 +138,14 @@ class Snapshot:
 
     def describe(self) -> str:
         commit = (self.manifest.get("commit") or "?")[:7]
+        made = ", ".join(r["commit"][:7] for r in self.manifest.get("run_commits") or [])
         when = (self.manifest.get("run_finished_utc") or "?")[:10]
         where = self.root.relative_to(paths.ROOT) if self.root.is_relative_to(paths.ROOT) \
             else self.root
-        return (f"published results of `{self.manifest['profile']}`, commit {commit}, run on "
-                f"{when} ({where}/, {len(self.manifest['files'])} files, checksums verified)")
+        return (f"published results of `{self.manifest['profile']}`, commit {commit}"
+                + (f" (its notebooks'; its runs made by {made})" if made else "")
+                + f", run on {when} ({where}/, {len(self.manifest['files'])} files, checksums "
+                "verified)")
 
 
 def load(profile: str, root: Path | None = None) -> Snapshot | None:
@@ -125,8 +158,9 @@ def load(profile: str, root: Path | None = None) -> Snapshot | None:
     manifest = files.read_json(root / MANIFEST)
     for name, entry in manifest["files"].items():
         path = root / name
-        if not path.exists() or _sha256(path) != entry["sha256"]:
+        if not path.exists() or sha256(path) != entry["sha256"]:
             state = "missing" if not path.exists() else "changed"
-            raise SnapshotDamaged(f"{path}: {state} against {root / MANIFEST}; restore the "
-                                  f"snapshot with `git checkout -- {root}`")
+            raise SnapshotDamaged(f"{files.shell_path(path)}: {state} against "
+                                  f"{files.shell_path(root / MANIFEST)}; restore the snapshot: "
+                                  f"git checkout -- {files.shell_path(root)}")
     return Snapshot(root, manifest)

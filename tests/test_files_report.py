@@ -81,3 +81,36 @@ def test_fmt():
     assert report.fmt(float("nan")) == "n/a"
     assert report.fmt(0.000123456) == "0.000123"
     assert not math.isnan(float(report.fmt(1.5)))
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_a_written_file_has_the_mode_the_umask_gives(tmp_path, mask, mode):
+    """An atomic write (metrics.json, config.json, a table) is readable by whom the umask
+    says (a group sharing a results folder under 002), not mkstemp's 0600; the umask is left
+    as it was."""
+    import os
+    import stat
+
+    old = os.umask(mask)
+    try:
+        assert files.umask() == mask
+        written = [files.write_json(tmp_path / "metrics.json", {"a": 1}),
+                   files.atomic_write_bytes(tmp_path / "model" / "w.bin", b"\0" * 10),
+                   files.write_packed(tmp_path / "log.jsonl", b"{}\n")]
+        (tmp_path / "plain").write_text("x")  # what open() gives, for reference
+        assert files.umask() == mask
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "plain").stat().st_mode) == mode
+    for path in written:
+        assert stat.S_IMODE(path.stat().st_mode) == mode, path
+
+
+def test_a_command_names_a_path_quoted_for_the_shell(tmp_path):
+    import shlex
+
+    inside = paths.ROOT / "docs" / "results" / "my snapshot"
+    assert files.shell_path(inside) == "'docs/results/my snapshot'"
+    assert shlex.split(files.shell_path(tmp_path / "a b" / "c'd")) == [str(tmp_path / "a b" /
+                                                                            "c'd")]
+    assert files.shell_path(paths.ROOT / "results") == "results"

@@ -206,6 +206,7 @@ def test_a_bad_configuration_file_names_the_file(tmp_path, capsys, text, message
     path.write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_config(path)
-    assert main(["config", "--config-file", str(path)]) == 2
+    assert main(["config", "--config-file", str(path)]) == 3  # a configuration error
     err = capsys.readouterr().err
     assert str(path) in err and "expected a YAML mapping" in err
+    assert len(err.splitlines()) == 1 and err.startswith("lsa config: configuration error: ")

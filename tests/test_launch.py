@@ -128,3 +128,97 @@ def test_the_pipeline_unmarks_broken_runs_of_the_invocation_before_snakemake_pla
     assert other.id in note and not other.finished
     shared = broken(load_config(profile="mini"))
     assert [shared.id in n for n in launch.unmark_broken("mini-full")] == [True]
+
+
+# ---------------------------------------------------------------------------------------------
+# one merge of the configuration: the pre-flight's, the broken-run check's and the Snakefile's
+
+MERGES = [
+    ({"a": {"b": 1, "c": [1, 2]}, "d": 0}, {"a": {"c": [3]}, "e": {"f": None}}),
+    ({"a": 1}, {"a": {"b": {"c": 2}}}),          # a mapping over a scalar
+    ({"a": {"b": 1}}, {"a": 5}),                 # a scalar over a mapping
+    ({"a": {"b": {"c": 1, "d": 2}}}, {"a": {"b": {"d": 3}, "x": []}}),
+    ({}, {"p": {"q": {"r": "s"}}}),
+]
+
+
+def test_the_merge_is_snakemakes_update_config():
+    """Key by key into mappings, anything else replaced (lists too), as Snakemake merges its
+    layers; and the --config values as Snakemake's parser reads them (where they hold no
+    number inside a mapping, which Snakemake's own parser would turn into a string)."""
+    import copy
+
+    from snakemake.cli import parse_config
+    from snakemake.utils import update_config
+
+    for base, override in MERGES:
+        theirs = copy.deepcopy(base)
+        update_config(theirs, override)
+        assert launch.update_config(copy.deepcopy(base), override) == theirs
+    entries = ["profile=smoke", "seed=3", "ratio=0.5", "flag=True", "name=", "word=pi",
+               "profiles={smoke: {finetune: {methods: [pi, yarn]}}}",
+               "profiles={smoke: {pretrain: {data: {books_source: local}}}}"]
+    assert launch.config_values(entries) == parse_config(entries)
+    assert launch.config_values(["profiles={smoke: {finetune: {alphas: [0.0, 0.3]}}}"]) == \
+        {"profiles": {"smoke": {"finetune": {"alphas": [0.0, 0.3]}}}}
+
+
+def test_a_nested_override_extends_the_profile_instead_of_replacing_it(tmp_path):
+    """The issue's case: --config profiles={smoke: {finetune: {alphas: [...]}}} changes the
+    alphas of smoke and keeps every other setting (the replaced key lost them)."""
+    from lsa.config import load_config
+
+    (pipe,) = launch.pipeline_configs(
+        "smoke", ["profiles={smoke: {finetune: {alphas: [0.0, 0.1, 0.3]}}}"])
+    smoke = load_config(profile="smoke")
+    assert pipe.finetune.alphas == [0.0, 0.1, 0.3]
+    assert pipe.finetune.methods == smoke.finetune.methods
+    assert pipe.pretrain == smoke.pretrain and pipe.babilong == smoke.babilong
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("seed: 4\nprofiles:\n  smoke:\n    finetune: {l_train: 128}\n")
+    (pipe,) = launch.pipeline_configs("smoke", ["seed=5"], ["--configfile", str(mine), "-n"])
+    assert (pipe.seed, pipe.finetune.l_train) == (5, 128)  # --config over --configfile
+    assert pipe.finetune.methods == smoke.finetune.methods
+
+
+#: the configuration the Snakefile plans with, built as Snakemake's command line builds it
+#: (its own parser for --config, its ConfigSettings), printed field by field
+SNAKEFILE_CONFIG = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.cli import parse_config
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+entries, files = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+    wapi = api.workflow(resource_settings=ResourceSettings(),
+                        config_settings=ConfigSettings(config=parse_config(entries),
+                                                       configfiles=[Path(f) for f in files],
+                                                       config_args=entries),
+                        snakefile=Path("Snakefile"), workdir=Path("."))
+    wapi.dag()
+    print("PIPE=" + json.dumps(wapi._workflow.globals["PIPE"].to_dict()))
+"""
+
+
+def test_a_nested_override_resolves_alike_in_the_preflight_and_in_the_snakefile(out_root,
+                                                                                 tmp_path):
+    from lsa.strict import plain
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("profiles:\n  smoke:\n    finetune: {l_train: 128, alphas: [0.0]}\n")
+    entries = ["profile=smoke", "seed=2",
+               "profiles={smoke: {finetune: {alphas: [0.0, 0.1, 0.3]}, view: {alpha: 0.3}}}"]
+    out = subprocess.run([sys.executable, "-c", SNAKEFILE_CONFIG, json.dumps(entries),
+                          json.dumps([str(mine)])], cwd=launch.paths.ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (line,) = [x for x in out.stdout.splitlines() if x.startswith("PIPE=")]
+    snakefile = json.loads(line.removeprefix("PIPE="))
+    (pipe,) = launch.pipeline_configs("smoke", entries[1:], ["--configfile", str(mine)])
+    preflight = json.loads(json.dumps(plain(pipe.to_dict())))
+    assert preflight["finetune"]["alphas"] == [0.0, 0.1, 0.3]
+    assert preflight["finetune"]["l_train"] == 128 and preflight["seed"] == 2
+    for part in preflight:  # field by field
+        assert snakefile[part] == preflight[part], part
+    assert snakefile.keys() == preflight.keys()

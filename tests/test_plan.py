@@ -116,13 +116,15 @@ def test_paper_full_fine_tunes_fit_the_gpus_they_claim(nothing_fetched):
 @pytest.mark.parametrize("profile", ["gpu-small", "paper"])
 def test_settings_runtimes_come_from_the_plan(profile, nothing_fetched):
     """Each kind's wall-time limit is the plan's high end for its longest job x 1.5, rounded up
-    to whole hours (workflow/settings.yaml says so)."""
+    to whole hours (workflow/settings.yaml says so); a kind on the CPU (Section 3's grid) is
+    not the GPU plan's."""
     from lsa.pipeline import workflow_settings
 
     pipe = load_config(profile=profile)
     plans = plan.plan_profile(pipe)
     settings = workflow_settings()
-    for kind in {p.kind for p in plans}:
+    assert {p.kind for p in plans if not p.gpus} == {"synthetic"}
+    for kind in {p.kind for p in plans if p.gpus}:
         longest = max(p.wall_hours[1] for p in plans if p.kind == kind)
         wanted = 60 * max(1, math.ceil(1.5 * longest))
         assert settings.resources(profile, kind).runtime == wanted, kind
@@ -134,9 +136,33 @@ def test_the_plan_command_prints_memory_and_time_per_job(nothing_fetched, capsys
     from lsa import __main__ as cli
 
     monkeypatch.setattr(torch.version, "cuda", None)
-    assert cli.main(["plan", "--profile", "paper", "--no-hub"]) == 1  # not runnable here
-    out = capsys.readouterr().out
+    assert cli.main(["plan", "--profile", "paper", "--no-hub"]) == cli.EXIT["check"]  # here
+    out, err = capsys.readouterr()
     assert "| eabf_a0_s0 | finetune | 4 | 80.0 |" in out
     assert "Assumed, not measured: 100-300 effective TFLOP/s" in out
     assert "Profile total:" in out and "GPU-hours" in out
-    assert "profile paper cannot start" in out
+    # the pre-flight's problems on stderr, one line each, as the pipeline's
+    assert "lsa plan: profile paper cannot start" in err and "cannot start" not in out
+
+
+def test_the_plan_counts_the_prompts_the_configured_longbench_data_holds(gpu_data):
+    """smoke evaluates the tiny fixture (8 prompts, 4-token answers), not 300 a dataset; a
+    data folder's files are counted line by line, and limit caps them."""
+    from lsa.evaluate.longbench import write_fixture
+    from lsa.pipeline import PlanAssumptions
+
+    smoke = load_config(profile="smoke")
+    jobs = [p for p in plan.plan_profile(smoke) if p.kind == "longbench"]
+    fixture = write_fixture(gpu_data / "fixture")
+    rows = sum(len((fixture / f"{d}_e.jsonl").read_text().splitlines())
+               for d in smoke.longbench.datasets)
+    assert rows == 8 and jobs and all(p.notes == f"{rows} prompts, batch 1" for p in jobs)
+    steps = sum(math.ceil(len((fixture / f"{d}_e.jsonl").read_text().splitlines())
+                          / smoke.longbench.batch_size) * 4 for d in smoke.longbench.datasets)
+    assert all(p.decode_steps == steps for p in jobs)
+    gpu = load_config(profile="gpu-small")  # gpu_data: one line a dataset
+    counts, maxlen = plan.longbench_data(gpu, PlanAssumptions())
+    assert set(counts.values()) == {1} and set(maxlen.values()) == {8}
+    capped = load_config(profile="gpu-small", overrides={"profiles": {"gpu-small": {
+        "longbench": {"limit": 1, "data_dir": str(gpu_data / "nowhere")}}}})
+    assert set(plan.longbench_data(capped, PlanAssumptions())[0].values()) == {1}

@@ -62,7 +62,7 @@ def test_gpu_small_on_a_cpu_machine_stops_before_any_job_listing_everything(
         cpu_only, no_data, no_snakemake, capsys):
     from lsa import __main__ as cli
 
-    assert cli.main(["pipeline", "--profile", "gpu-small"]) == 2
+    assert cli.main(["pipeline", "--profile", "gpu-small"]) == cli.EXIT["check"]
     err = capsys.readouterr().err
     assert "profile gpu-small cannot start: 4 things missing (nothing was run)" in err
     assert "CPU-only build" in err and "LSA_ALLOW_CPU=1" in err
@@ -75,7 +75,7 @@ def test_paper_on_a_cpu_machine_names_cuda_4bit_data_and_the_gated_model(
         cpu_only, no_data, gated, no_snakemake, capsys):
     from lsa import __main__ as cli
 
-    assert cli.main(["pipeline", "--profile", "paper"]) == 2
+    assert cli.main(["pipeline", "--profile", "paper"]) == cli.EXIT["check"]
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("  - ")]
     kinds = [line[4:].split(":")[0] for line in lines]
@@ -118,7 +118,7 @@ def test_an_unreachable_hub_says_to_download_on_a_login_node(no_data, monkeypatc
 def test_the_override_lets_the_gpu_path_run_on_the_cpu_and_says_so(cpu_only, gpu_data,
                                                                    monkeypatch):
     monkeypatch.setenv(preflight.ALLOW_CPU, "1")
-    report = preflight.preflight(load_config(profile="gpu-small"), hub=False)
+    report = preflight.preflight(load_config(profile="gpu-small"), hub=False, memory=2**40)
     assert report.problems == []
     assert any("run on the CPU" in note for note in report.notes)
     # paper: NF4 is dropped only with the override, and said so
@@ -190,10 +190,11 @@ def test_a_single_job_never_falls_back_to_the_cpu_silently(cpu_only, monkeypatch
         preflight.job_notes(pipe, run_, 1)
     assert preflight.job_notes(pipe, run_, 0) == []  # --gpus 0: the user's explicit choice
     monkeypatch.setenv(preflight.ALLOW_CPU, "1")
-    assert "running on the CPU" in preflight.job_notes(pipe, run_, 1)[0]
+    assert "running on the CPU" in preflight.job_notes(pipe, run_, 1, memory=2**40)[0]
     paper = load_config(profile="paper")
     lora = runs_of(paper).get("finetune", "longqlora_a0_s0")
-    assert any("NF4 configured" in n for n in preflight.job_notes(paper, lora, 1))
+    assert any("NF4 configured" in n for n in preflight.job_notes(paper, lora, 1,
+                                                                   memory=2**40))
     monkeypatch.delenv(preflight.ALLOW_CPU)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(preflight, "bitsandbytes_cuda", lambda: "bitsandbytes is not installed")
@@ -204,7 +205,7 @@ def test_a_single_job_never_falls_back_to_the_cpu_silently(cpu_only, monkeypatch
 def test_the_job_command_stops_before_any_compute(cpu_only, capsys):
     from lsa import __main__ as cli
 
-    assert cli.main(["pretrain", "--profile", "gpu-small"]) == 2
+    assert cli.main(["pretrain", "--profile", "gpu-small"]) == cli.EXIT["check"]
     assert "CUDA is not available" in capsys.readouterr().err
 
 
@@ -241,3 +242,46 @@ def test_a_cpu_profile_claims_no_gpu_even_with_several_processes(cpu_only, no_da
     assert preflight.check_devices(pipe) == ([], [])
     monkeypatch.setattr(preflight, "npm_available", lambda: True)
     assert preflight.check_data(pipe) == []
+
+
+def test_the_cpu_is_offered_and_accepted_only_where_the_jobs_fit_the_hosts_memory(
+        cpu_only, gpu_data, monkeypatch):
+    """paper's full fine-tuning of a 7B model needs about 130 GiB: on a 23 GiB machine the
+    pre-flight does not offer LSA_ALLOW_CPU, refuses it when set, and so does a job by hand."""
+    from lsa import plan
+    from lsa.runs import runs_of
+
+    paper = load_config(profile="paper")
+    biggest = max((p for p in plan.plan_profile(paper) if p.gpus),
+                  key=lambda p: p.memory_bytes * p.processes)  # the processes share the host
+    need = biggest.memory_gib * biggest.processes
+    assert need > 100 and biggest.kind == "finetune"
+    small, large = 23 * plan.GIB, 2**40
+    (problem,), _ = preflight.check_devices(paper, memory=small)
+    assert "CPU-only build" in problem and "LSA_ALLOW_CPU" not in problem
+    assert f"{biggest.kind} {biggest.name} needs about {need:.0f} GiB" in problem
+    assert "this machine has 23 GiB" in problem
+    assert "LSA_ALLOW_CPU=1" in preflight.check_devices(paper, memory=large)[0][0]
+    monkeypatch.setenv(preflight.ALLOW_CPU, "1")
+    (problem,), notes = preflight.check_devices(paper, memory=small)
+    assert problem.startswith("devices: LSA_ALLOW_CPU is set, but ") and notes == []
+    assert preflight.check_devices(paper, memory=large)[0] == []
+    run_ = runs_of(paper).get("finetune", biggest.name)
+    with pytest.raises(RuntimeError, match="needs about .* GiB by the plan's estimate"):
+        preflight.job_notes(paper, run_, 1, memory=small)
+    assert preflight.host_memory() > 0
+
+
+def test_a_books_dir_that_points_nowhere_is_named_by_its_key(cpu_only, no_data, tmp_path):
+    """The message names the real key (pretrain.data.books_dir) and the folder it gives."""
+    def problems(books_dir):
+        pipe = load_config(profile="smoke", overrides={"profiles": {"smoke": {"pretrain": {
+            "data": {"books_dir": str(books_dir)}}}}})
+        return [p for p in preflight.check_data(pipe, hub=False) if p.startswith("books")]
+
+    (nowhere,) = problems(tmp_path / "no such")
+    assert f"pretrain.data.books_dir = {str(tmp_path / 'no such')!r} does not exist" in nowhere
+    (tmp_path / "empty").mkdir()
+    assert "holds no .txt books" in problems(tmp_path / "empty")[0]
+    (tmp_path / "empty" / "a.txt").write_text("A book. " * 50)
+    assert problems(tmp_path / "empty") == []

@@ -39,6 +39,43 @@ def test_packed_files_read_back_byte_for_byte(tmp_path):
     assert again.read_bytes() == first.read_bytes()      # no name or time in the header
 
 
+def test_runs_are_added_to_a_snapshot_with_their_commit(tmp_path):
+    """``add_runs``: a finished run's files join a snapshot, listed with their checksums, the
+    commit that made it among the snapshot's ``run_commits`` (manifest and stamp); the
+    snapshot still loads; a run listed already, or not finished, is refused."""
+    import types
+
+    from lsa.files import write_json
+    from lsa.markers import FINISHED
+
+    root = tmp_path / "snap"
+    root.mkdir()
+    first = [{"commit": "a" * 40, "note": "the snapshot's own"}]
+    write_json(root / published.MANIFEST, {"profile": "mini", "commit": "c" * 40,
+                                           "run_commits": first, "bytes": 0, "files": {}})
+    write_json(root / "stamp.json", {"profile": "mini", "commit": "c" * 40,
+                                     "run_commits": first})
+    folder = tmp_path / "results" / "synthetic-0123456789"
+    folder.mkdir(parents=True)
+    write_json(folder / "metrics.json", {"per_length": [{"mse": 0.5}]})
+    run = types.SimpleNamespace(id=folder.name, folder=folder, finished=False,
+                                describe=lambda: "synthetic run synthetic")
+    with pytest.raises(ValueError, match="not finished"):
+        published.add_runs(root, [run], {"commit": "b" * 40})
+    write_json(folder / FINISHED, {"steps": 1})
+    run.finished = True
+    manifest = published.add_runs(root, [run], {"commit": "b" * 40, "note": "added"})
+    assert sorted(manifest["files"]) == [f"runs/{run.id}/metrics.json.gz",
+                                         f"runs/{run.id}/{FINISHED}"]
+    assert manifest["bytes"] == sum(f["bytes"] for f in manifest["files"].values()) > 0
+    made = [*first, {"commit": "b" * 40, "note": "added", "runs": 1}]
+    assert manifest["run_commits"] == made
+    assert json.loads((root / "stamp.json").read_text())["run_commits"] == made
+    assert published.load("mini", root).manifest == manifest   # checksums verified
+    with pytest.raises(ValueError, match="in the snapshot already"):
+        published.add_runs(root, [run], {"commit": "b" * 40})
+
+
 @pytest.mark.slow
 def test_a_smoke_snapshot_reanalyses_to_the_pipelines_claims(smoke_pipeline, tmp_path,
                                                               monkeypatch, capsys):
@@ -60,7 +97,7 @@ def test_a_smoke_snapshot_reanalyses_to_the_pipelines_claims(smoke_pipeline, tmp
     monkeypatch.setattr(published, "folder", lambda profile: snapshot)
     monkeypatch.setattr(notebook, "QUICK_PROFILES", frozenset())   # smoke would train
     monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path / "empty"))
-    for key in [k for k in pipe.sections if k != "01_synthetic_study"]:
+    for key in pipe.sections:
         setup = open_section(key, profile="smoke")
         assert setup.snapshot is not None, key
         assert "published results of `smoke`, commit abc1234" in capsys.readouterr().out

