@@ -42,9 +42,10 @@ Kind = Literal["paper", "control"]
 #: where a claim comes from (``docs/methods.md``, "Verdicts"): ``paper``, a method and setting
 #: the paper ran, at the length it measured; ``extension``, a method, length or task the paper
 #: did not run; ``reading``, our reading of the paper; ``check``, a manipulation check (the
-#: regularizer lowers the term it minimises: not a verdict on the paper); ``control``, the
-#: project's controls and audits (``kind`` "control")
-Origin = Literal["paper", "extension", "reading", "check", "control"]
+#: regularizer lowers the term it minimises: not a verdict on the paper); ``objection``, a
+#: review's objection tested as the review read the paper's claim (not the paper's claim: not
+#: in its Holm family); ``control``, the project's controls and audits (``kind`` "control")
+Origin = Literal["paper", "extension", "reading", "check", "objection", "control"]
 
 #: the methods the paper ran each of its fine-tuning claims on (a claim about another method is
 #: an extension): Tables 2-3 (CLEX, LongQLoRA, EABF), Table 4's alpha sweep (CLEX), Table 5's
@@ -112,6 +113,11 @@ PAPER: dict[str, Reference] = {
     "table5/lextra_setting4/longbench": Reference(18.2, "B", "seeds summary (third party: 19.1)",
                                                   other=19.1),
     "table5/lextra_setting1/longbench": Reference(25.8, "B", "third-party note"),
+    # the rebuttal's words for settings 2-4 against 1 (both its descriptions: docs/paper.md)
+    "table5/lextra_setting2/words": Reference("comparable", "A", "rebuttal"),
+    "table5/lextra_setting3/words": Reference("slightly inferior", "A",
+                                              "rebuttal (later: 'slightly worse')"),
+    "table5/lextra_setting4/words": Reference("significantly worse", "A", "rebuttal"),
     "sec5.3/compute": Reference("yes: 47/95/190 regularized vs 50/100/200 baseline steps",
                                 "A", "rebuttal: equal compute"),
     "sec5.3/compute/overhead": Reference("3-5 %", "A", "rebuttal: the regularizer's overhead"),
@@ -325,12 +331,15 @@ ORIGIN_TITLES = {"paper": "The paper's claims, as it ran them",
                  "extension": "Extensions: methods, lengths or tasks the paper did not run",
                  "reading": "Our readings of the paper",
                  "check": "Manipulation checks (not verdicts on the paper)",
+                 "objection": "The reviews' objections, as the reviews read the paper's claim "
+                              "(not in the paper's Holm family)",
                  "control": "The project's controls and audits"}
 #: the words ``counts_sentence`` counts each origin with
 ORIGIN_WORDS = {"paper": "claims of the paper, as it ran them",
                 "extension": "extensions (not run by the paper)",
                 "reading": "readings of ours",
                 "check": "manipulation checks (not verdicts)",
+                "objection": "objections of the reviews (not the paper's claims)",
                 "control": "of the project's controls and audits (not verdicts on the paper)"}
 
 

@@ -219,6 +219,9 @@ Method = Literal["none", "pi", "ntk", "abf", "dynamic", "yarn", "longqlora", "ea
 # (FinetuneConfig) and the objective's (lsa.train.Objective) fields
 
 
+Stream = Literal["recurring", "plain"]
+
+
 @dataclass
 class RunConfig(StrictConfig):
     """One context-extension run; unset fields take the fine-tuning defaults."""
@@ -234,6 +237,11 @@ class RunConfig(StrictConfig):
     divergence: DivergenceName = setting(
         "sce", help="sce (the paper), jeffreys (alignment part only), entropy (H(p) + H(q))")
     l_train: int | None = setting(None, ge=2, help="training window; null: finetune.l_train")
+    stream: Stream = setting(
+        "recurring", help="the fine-tuning stream of a finetune run: recurring (the training "
+                          "books as the base model saw them, with pretrain.data.recurrence's "
+                          "inserted copies) or plain (the same books without them); its "
+                          "training-stream CE is measured on the recurring one either way")
     lr: float | None = setting(None, gt=0, help="null: finetune.optim.lr (LoRA: lora_lr)")
     steps: int | None = setting(None, ge=1, help="null: finetune.optim.steps")
     base_seed: int | None = setting(
@@ -468,16 +476,28 @@ class AblationConfig(StrictConfig):
              "before the run (the notebook says whether it still was the best)")
     compute_steps: list[int] = setting(
         factory=lambda: [13, 20], unique=True, each_ge=1,
-        help="compute: steps of the extra CE-only runs (e.g. equal distinct tokens, 1.25x "
-             "the steps at setting 1, and equal forward tokens, 2x); the claim uses the one "
-             "nearest to equal counted work (forward and backward tokens)")
+        help="compute, the review's reading (twice the steps): steps of the extra CE-only "
+             "runs (e.g. equal distinct tokens, 1.25x the steps at setting 1, and equal "
+             "forward tokens, 2x); the objection uses the one nearest to equal counted work "
+             "(forward and backward tokens)")
+    paper_compute_budgets: list[int] = setting(
+        factory=lambda: [3, 5, 10], unique=True, each_ge=1,
+        help="compute, the paper's claim: CE-only steps of its three budgets, scaled to the "
+             "testbed (the paper's 50, 100, 200 of its 200 steps: a quarter, a half and all "
+             "of finetune.optim.steps); one fraction each (paper_compute_fractions)")
+    paper_compute_fractions: list[str] = setting(
+        factory=lambda: ["47/50", "95/100", "190/200"],
+        help="compute, the paper's claim: the regularized run's steps as a fraction of CE's at "
+             "each budget (the rebuttal's 47/50, 95/100, 190/200), rounded to the nearest "
+             "step, a tie down; fixed here, never measured, so no run's id depends on a machine")
     base_seeds: list[int] = setting(
         factory=list, each_ge=0,
         help="pretraining seeds of further, independently pretrained base models: the core "
              "comparisons (CE, CE on both windows, SCE at alpha, Jeffreys at "
-             "robust_jeffreys_alpha) and, where configured, items compute and parts run on "
-             "each at every seed, and on the pipeline's base; comparisons on two or more are "
-             "judged on a t over the base means; []: one base model")
+             "robust_jeffreys_alpha) and, where configured, items l_extra (its arms at every "
+             "setting), compute and parts run on each at every seed, and on the pipeline's "
+             "base; comparisons on two or more are judged on a t over the base means; []: one "
+             "base model")
     robust_jeffreys_alpha: float = setting(
         1.0, gt=0, help="base_seeds: the Jeffreys arm of the core comparisons (item "
                         "divergence's best, fixed here before the run)")
@@ -496,6 +516,31 @@ class AblationConfig(StrictConfig):
             self._fail("base_seeds", "must not repeat a seed")
         if len(set(self.control_methods)) != len(self.control_methods):
             self._fail("control_methods", "must not repeat a method")
+        self.paper_compute_steps()  # the fractions parse, one per budget, none rounds to 0
+
+    def paper_compute_steps(self) -> list[tuple[int, int]]:
+        """The paper's equal-compute claim at each budget: (CE-only steps, regularized steps),
+        the regularized ones ``paper_compute_fractions`` of the budget, rounded to the nearest
+        step, a tie down (never more than the fraction gives): exact, in fractions."""
+        import math
+        from fractions import Fraction
+
+        if len(self.paper_compute_fractions) != len(self.paper_compute_budgets):
+            self._fail("paper_compute_fractions", "must give one fraction per budget of "
+                                                  "paper_compute_budgets")
+        out = []
+        for n, text in zip(self.paper_compute_budgets, self.paper_compute_fractions):
+            try:
+                share = Fraction(text)
+            except (ValueError, ZeroDivisionError):
+                self._fail("paper_compute_fractions", f"{text!r} is not a fraction like 47/50")
+            if not 0 < share <= 1:
+                self._fail("paper_compute_fractions", f"{text} must be in (0, 1]")
+            steps = math.ceil(n * share - Fraction(1, 2))  # the nearest step, a tie down
+            if steps < 1:
+                self._fail("paper_compute_budgets", f"{n} x {text} rounds to no step")
+            out.append((n, int(steps)))
+        return out
 
 ProbeRope = Literal["pi", "ntk", "yarn", "dynamic", "abf"]
 
@@ -742,9 +787,10 @@ class SectionSpec(StrictConfig):
         factory=list,
         help="the premise gates its verdicts rest on (lsa.gates; G3: each claim's method's)")
     uses_runs: list[Literal["finetune", "ablation", "babilong", "probe", "gates",
-                            "longbench"]] = setting(
+                            "longbench", "synthetic"]] = setting(
         factory=list, help="runs whose folders it reads (its inputs): finetune (the grid and "
-                           "explicit runs), ablation, babilong (either design), probe")
+                           "explicit runs), ablation, babilong (either design), probe, "
+                           "synthetic (Section 3's grid)")
     tables: list[Literal["grid", "base_factor", "curves", "longbench", "ablation",
                          "base_gains", "babilong", "models", "last_positions", "references",
                          "synthetic", "sections"]] = setting(

@@ -1,7 +1,8 @@
 """The package's own import graph, read from the source (``ast``; nothing is imported).
 
 - ``import_graph``: every ``lsa`` module and the ``lsa`` modules it imports, wherever the import
-  stands (inside a function or under ``TYPE_CHECKING`` too): the tests hold it free of cycles;
+  stands (inside a function or under ``TYPE_CHECKING`` too), the packages above an imported
+  module included (Python runs their ``__init__.py`` first): the tests hold it free of cycles;
 - ``load_graph``: only the imports that run when a module is imported;
 - ``notebook_inputs``: the ``lsa`` modules (files under ``lsa/``) a notebook imports and those
   load in turn, which the Snakefile makes the inputs of the notebook's rule (editing one reruns
@@ -32,20 +33,28 @@ def module_file(module: str) -> str:
     return str(rel / "__init__.py") if (PACKAGE / rel).is_dir() else f"{rel}.py"
 
 
-def _names(node: ast.AST) -> set[str]:
+def _names(node: ast.AST, importer: str = "") -> set[str]:
+    """The modules an import statement in module ``importer`` runs: those it names and, as
+    Python imports a submodule, every package above them (``import lsa.a.b`` runs
+    ``lsa/a/__init__.py`` first) but the importer's own packages, which are loaded already."""
     if isinstance(node, ast.Import):
-        return {alias.name for alias in node.names}
-    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-        return {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-    return set()
+        named = {alias.name for alias in node.names}
+    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        named = {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    else:
+        return set()
+    own = {".".join(importer.split(".")[:i]) for i in range(1, importer.count(".") + 1)}
+    above = {".".join(name.split(".")[:i]) for name in named for i in range(1, name.count(".") + 1)}
+    return named | (above - own)
 
 
-def imports(source: str, known: set[str], at_load: bool = False) -> set[str]:
-    """The modules of ``known`` that ``source`` imports (``at_load``: only where the import runs
-    as the module loads, not inside a function or class, nor under TYPE_CHECKING)."""
+def imports(source: str, known: set[str], at_load: bool = False, importer: str = "") -> set[str]:
+    """The modules of ``known`` that ``source`` (module ``importer``; "" for a notebook)
+    imports (``at_load``: only where the import runs as the module loads, not inside a
+    function or class, nor under TYPE_CHECKING)."""
     tree = ast.parse(source)
     if not at_load:
-        return {n for node in ast.walk(tree) for n in _names(node)} & known
+        return {n for node in ast.walk(tree) for n in _names(node, importer)} & known
     found: set[str] = set()
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -53,7 +62,7 @@ def imports(source: str, known: set[str], at_load: bool = False) -> set[str]:
         if isinstance(stmt, ast.If) and "TYPE_CHECKING" in ast.unparse(stmt.test):
             continue
         for node in ast.walk(stmt):
-            found |= _names(node)
+            found |= _names(node, importer)
     return found & known
 
 
@@ -61,7 +70,7 @@ def imports(source: str, known: set[str], at_load: bool = False) -> set[str]:
 def _graph(at_load: bool) -> dict[str, frozenset[str]]:
     files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     known = set(files)
-    return {name: frozenset(imports(path.read_text(), known, at_load) - {name})
+    return {name: frozenset(imports(path.read_text(), known, at_load, name) - {name})
             for name, path in files.items()}
 
 

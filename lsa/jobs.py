@@ -10,7 +10,8 @@
   (``longbench``; gpu-small, paper; smoke on a fixture);
 - ``probe``: a model not fine-tuned on books here (the base model, with or without a RoPE
   setting; a BABILong run; a hub model) measured by the fine-tuning runs' protocol,
-  ``lm_metrics`` (``probe``; the Section 4.1 population).
+  ``lm_metrics`` (``probe``; the Section 4.1 population);
+- ``synthetic``: Section 3's grid of small regression models (``synthetic``).
 
 Each takes the resolved configuration and a ``Run`` from ``runs_of(pipe)``, returns the run's
 folder, and reuses a finished one. ``ensure`` makes a run and whatever it needs, in order (the
@@ -165,11 +166,14 @@ def finetune(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
     objective = Objective.for_run(spec, fcfg, l_train)
     optim = replace(fcfg.optim, lr=spec.lr or (fcfg.lora_lr if method.lora else fcfg.optim.lr),
                     steps=spec.steps or fcfg.optim.steps)
-    summary = train(model, corpus.streams["train"], folder, optim, objective, spec.seed,
+    # the stream it trains on; measured (lm_metrics) on the recurring one, as every run is
+    stream = (corpus.streams["train"] if spec.stream == "recurring" else load_corpus_for(
+        run.base.folder, replace(pcfg.data, recurrence=0.0), l_train).streams["train"])
+    summary = train(model, stream, folder, optim, objective, spec.seed,
                     run_config=run.identity, progress=progress)
     measured = lm_metrics(pipe, model, corpus, l_train, fcfg.eval_lengths(spec))
     metrics = {"run": run.name, "method": spec.method, "alpha": spec.alpha, "seed": spec.seed,
-               "l_train": l_train, "base_window": pcfg.model.base_window,
+               "stream": spec.stream, "l_train": l_train, "base_window": pcfg.model.base_window,
                "lr": optim.lr, "steps": optim.steps,
                "trainable_parameters": count_parameters(model, trainable_only=True),
                "data_source": corpus.source, **measured, "train": summary}
@@ -492,8 +496,16 @@ def probe(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
     return folder
 
 
+def synthetic(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
+    """Section 3's grid of small regression models, trained and tested (``lsa.synthetic``)."""
+    from lsa.synthetic import make
+
+    return make(pipe.synthetic, run, progress=progress)
+
+
 JOBS = {"base": pretrain, "finetune": finetune, "babilong": babilong_train,
-        "babilong-eval": babilong_evaluate, "probe": probe, "longbench": longbench_evaluate}
+        "babilong-eval": babilong_evaluate, "probe": probe, "longbench": longbench_evaluate,
+        "synthetic": synthetic}
 
 
 def run_job(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:

@@ -3,9 +3,9 @@
 A *run* is the folder one job of the pipeline fills: the profile's base model (``base``), a
 context-extension run (``finetune``: the Section 5.1-5.2 grid, explicit runs and the Section
 5.3 ablations), a BABILong fine-tuning run (``babilong``, train design), a BABILong evaluation
-of a finetune run (``babilong-eval``, evaluate design) or a *probe* (``probe``: a model that
+of a finetune run (``babilong-eval``, evaluate design) a *probe* (``probe``: a model that
 is not fine-tuned here, or not on books, measured by the fine-tuning runs' protocol for the
-Section 4.1 population). Its
+Section 4.1 population) or Section 3's grid of small regression models (``synthetic``). Its
 *identity* is everything that determines its numbers; its *id*, the folder's name, is its name
 and a digest of that identity, so a changed configuration is a new run and a finished one is
 reused. ``RunSet`` builds every run of one resolved configuration once
@@ -55,7 +55,8 @@ from lsa.strict import ConfigError
 # the folder's markers live in lsa.markers (below this module and lsa.train, which write them);
 # FINISHED stays importable from here for lsa.timings
 
-RunKind = Literal["base", "finetune", "babilong", "babilong-eval", "probe", "longbench"]
+RunKind = Literal["base", "finetune", "babilong", "babilong-eval", "probe", "longbench",
+                  "synthetic"]
 KINDS: tuple[str, ...] = get_args(RunKind)
 
 
@@ -220,10 +221,13 @@ def _spec_identity(spec: RunConfig) -> dict[str, Any]:
     """A run's settings as its identity holds them: ``base_seed`` only where it is set (the
     base's id is in the identity already; runs from the pipeline's base keep their ids) and
     ``processes`` only above 1 (the data each process draws depends on it,
-    ``lsa.train.step_batch``; single-process runs keep their ids)."""
+    ``lsa.train.step_batch``; single-process runs keep their ids), ``stream`` only where it
+    is not the recurring default."""
     out = spec.to_dict()
     if out.get("base_seed") is None:
         out.pop("base_seed", None)
+    if out.get("stream") == "recurring":  # the ids runs had before the option
+        out.pop("stream")
     if (out.get("processes") or 1) == 1:  # one process: the ids runs had before the key
         out.pop("processes", None)
     return out
@@ -268,6 +272,12 @@ PROTOCOL_KEYS = ("l_train", "eval_multiples", "eval_max_chunks", "metric_samples
                  "copy_probes")
 
 
+def synthetic_identity(pipe: PipelineConfig) -> dict[str, Any]:
+    """Section 3's settings but the worker count: each model of the grid seeds itself from its
+    own description (``lsa.synthetic.run_grid``), so the workers change no number."""
+    return {k: v for k, v in pipe.synthetic.to_dict().items() if k != "workers"}
+
+
 def probe_identity(pipe: PipelineConfig, source: Run | str, rope: dict[str, Any] | None
                    ) -> dict[str, Any]:
     """What a probe measures (a run's id, or a hub id / folder), the RoPE setting applied to
@@ -304,12 +314,12 @@ def grid_run_name(method: str, alpha: float, seed: int) -> str:
 
 def make_run(method: str, alpha: float, seed: int, *, divergence: str = "sce", ce_on: str = "a",
              l_extra_setting: int = 1, steps: int | None = None,
-             base_seed: int | None = None) -> RunConfig:
+             base_seed: int | None = None, stream: str = "recurring") -> RunConfig:
     """A fine-tuning run named by its settings: ``METHOD_aALPHA_sSEED`` (the grid's name), then
     ``_jeffreys`` / ``_entropy`` (divergence of a regularized run), ``_ceboth``,
-    ``_lxN`` (l_extra setting N), ``_stepsN`` and ``_bN`` (from the base model of pretraining
-    seed N) where they differ from the defaults. Equal settings give equal names, so the
-    sections share their runs."""
+    ``_lxN`` (l_extra setting N), ``_stepsN``, ``_plain`` (fine-tuned on the plain books) and
+    ``_bN`` (from the base model of pretraining seed N) where they differ from the defaults.
+    Equal settings give equal names, so the sections share their runs."""
     if alpha == 0:
         divergence = "sce"  # no divergence is trained: every CE-only run is the same run
     name = grid_run_name(method, alpha, seed)
@@ -317,10 +327,12 @@ def make_run(method: str, alpha: float, seed: int, *, divergence: str = "sce", c
     name += f"_ce{ce_on}" if ce_on != "a" else ""
     name += f"_lx{l_extra_setting}" if l_extra_setting != 1 else ""
     name += f"_steps{steps}" if steps is not None else ""
+    name += "_plain" if stream == "plain" else ""
     name += f"_b{base_seed}" if base_seed is not None else ""
     return RunConfig(name=name, method=method, alpha=alpha, seed=seed,  # type: ignore[arg-type]
                      divergence=divergence, ce_on=ce_on,  # type: ignore[arg-type]
-                     l_extra_setting=l_extra_setting, steps=steps, base_seed=base_seed)
+                     l_extra_setting=l_extra_setting, steps=steps, base_seed=base_seed,
+                     stream=stream)  # type: ignore[arg-type]
 
 
 def finetune_specs(ft: FinetuneConfig) -> list[RunConfig]:
@@ -358,10 +370,7 @@ def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
                       for a in ab.sweep_alphas]
             specs += [make_run(method, 0.0, seed, ce_on="both") for method in ab.sweep_methods]
         if "l_extra" in ab.items:
-            specs += [make_run(m, a, seed, divergence=d, l_extra_setting=x)
-                      for d, alphas in (("sce", ab.l_extra_alphas),
-                                        ("jeffreys", ab.l_extra_jeffreys_alphas))
-                      for a in alphas for x in ab.l_extra_settings]
+            specs += l_extra_specs(ab, seed)
         if "exposure" in ab.items:  # for the ablation method, then each control method
             specs += [spec for method in dict.fromkeys([m, *ab.control_methods])
                       for spec in (make_run(method, 0.0, seed),
@@ -370,6 +379,7 @@ def ablation_specs(ab: AblationConfig) -> list[RunConfig]:
         if "compute" in ab.items:
             specs += [make_run(m, 0.0, seed), make_run(m, ab.alpha, seed)]
             specs += [make_run(m, 0.0, seed, steps=n) for n in ab.compute_steps]
+            specs += paper_compute_specs(ab, seed)
         if "parts" in ab.items:  # + raw fine-tuning's same-cost control
             specs += [make_run(method, a, seed) for method in ("none", m)
                       for a in (0.0, ab.alpha)]
@@ -395,17 +405,39 @@ def core_specs(ab: AblationConfig, base_seed: int | None) -> list[RunConfig]:
         make_run(m, ab.robust_jeffreys_alpha, seed, divergence="jeffreys", base_seed=base_seed))]
 
 
+def l_extra_specs(ab: AblationConfig, seed: int, base_seed: int | None = None
+                  ) -> list[RunConfig]:
+    """Item ``l_extra``'s arms (SCE at ``l_extra_alphas``, Jeffreys at
+    ``l_extra_jeffreys_alphas``) at every setting of ``l_extra_settings``, one seed."""
+    return [make_run(ab.method, a, seed, divergence=d, l_extra_setting=x, base_seed=base_seed)
+            for d, alphas in (("sce", ab.l_extra_alphas), ("jeffreys", ab.l_extra_jeffreys_alphas))
+            for a in alphas for x in ab.l_extra_settings]
+
+
+def paper_compute_specs(ab: AblationConfig, seed: int, base_seed: int | None = None
+                        ) -> list[RunConfig]:
+    """The paper's equal-compute claim, one seed: CE-only at each budget and CE + alpha SCE
+    at its fraction of it (``AblationConfig.paper_compute_steps``)."""
+    return [spec for n, reg in ab.paper_compute_steps() for spec in (
+        make_run(ab.method, 0.0, seed, steps=n, base_seed=base_seed),
+        make_run(ab.method, ab.alpha, seed, steps=reg, base_seed=base_seed))]
+
+
 def paper_item_specs(ab: AblationConfig, base_seed: int) -> list[RunConfig]:
     """The runs of Section 5.3's paper claims that stand on the ablation method (the
-    rebuttal's equal compute, item ``compute``, and parts, item ``parts``) on a further base
-    model (``ablation.base_seeds``), beyond its core comparisons: CE-only at each of
-    ``compute_steps``; raw fine-tuning (``none``) with CE, with CE on both windows and with CE
-    + alpha SCE; at every seed."""
+    ``l_extra`` settings, item ``l_extra``; the rebuttal's equal compute, item ``compute``, and
+    parts, item ``parts``) on a further base model (``ablation.base_seeds``), beyond its core
+    comparisons: the ``l_extra`` arms at every setting; CE-only at each of ``compute_steps``
+    and the paper's budgets beside CE + alpha SCE at its fractions of them; raw fine-tuning
+    (``none``) with CE, with CE on both windows and with CE + alpha SCE; at every seed."""
     m, out = ab.method, []
     for seed in ab.seeds:
+        if "l_extra" in ab.items:
+            out += l_extra_specs(ab, seed, base_seed)
         if "compute" in ab.items:
             out += [make_run(m, 0.0, seed, steps=n, base_seed=base_seed)
                     for n in ab.compute_steps]
+            out += paper_compute_specs(ab, seed, base_seed)
         if "parts" in ab.items:
             out += [make_run("none", 0.0, seed, base_seed=base_seed),
                     make_run("none", 0.0, seed, ce_on="both", base_seed=base_seed),
@@ -573,13 +605,19 @@ class RunSet:
         for model in pop.reference_models:  # forward only, on its own tokens: not in Table 1
             self.probes[f"ref_{model}"] = new("probe", f"ref_{model}", pipe.profile,
                                               reference_identity(pipe, model), None, ())
+        # Section 3's grid, where a section reads it
+        self.synthetic = ({"synthetic": new("synthetic", "synthetic", pipe.profile,
+                                            synthetic_identity(pipe))}
+                          if any("synthetic" in spec.uses_runs
+                                 for spec in pipe.sections.values()) else {})
 
     def of_kind(self, kind: str) -> dict[str, Run]:
         if kind not in KINDS:
             raise ConfigError(f"run kind {kind!r}: must be one of {', '.join(KINDS)}")
         return {"base": self.bases, "finetune": self.finetune,
                 "babilong": self.babilong, "babilong-eval": self.babilong_eval,
-                "probe": self.probes, "longbench": self.longbench}[kind]
+                "probe": self.probes, "longbench": self.longbench,
+                "synthetic": self.synthetic}[kind]
 
     def get(self, kind: str, name: str = "base") -> Run:
         """The run ``name`` of ``kind``; a ConfigError naming the known runs otherwise."""
@@ -603,6 +641,7 @@ class RunSet:
         yield from self.babilong_eval.values()
         yield from self.probes.values()
         yield from self.longbench.values()
+        yield from self.synthetic.values()
 
     def used_by(self, kinds: list[str]) -> list[Run]:
         """The runs a section reads (``uses_runs``), each once: ``finetune`` the grid, explicit
@@ -623,6 +662,8 @@ class RunSet:
                 runs = list(self.probes.values())
             elif kind == "babilong":
                 runs = [*self.babilong.values(), *self.babilong_eval.values()]
+            elif kind == "synthetic":
+                runs = list(self.synthetic.values())
             else:
                 raise ConfigError(f"uses_runs: {kind!r} is not a kind of runs a section reads")
             out.update({r.id: r for r in runs})

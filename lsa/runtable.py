@@ -364,7 +364,7 @@ class RunTables:
     models: pd.DataFrame | None = None        # read_models (Table 1's raw rows)
     last_positions: pd.DataFrame | None = None  # read_last_positions (audit 3)
     references: pd.DataFrame | None = None    # read_references
-    synthetic: pd.DataFrame | None = None     # Section 3's grid, trained in the kernel
+    synthetic: pd.DataFrame | None = None     # read_synthetic (Section 3's grid)
     sections: dict[str, dict[str, Any]] | None = None  # read_sections (the report's inputs)
     names: dict[str, list[str]] = field(default_factory=dict)
 
@@ -376,10 +376,9 @@ class RunTables:
                              "`tables:` in the section's section.yaml")
 
 
-def _synthetic(pipe: PipelineConfig, plan: RunSet) -> pd.DataFrame:
-    from lsa.sections.synthetic.model import run_grid
-
-    return run_grid(pipe.synthetic)
+def read_synthetic(plan: RunSet) -> pd.DataFrame:
+    """Section 3's grid (its run, ``lsa.synthetic.make``): one row per (model, test length)."""
+    return pd.DataFrame.from_records(plan.get("synthetic", "synthetic").metrics()["per_length"])
 
 
 def _babilong(pipe: PipelineConfig, plan: RunSet) -> dict[str, Any]:
@@ -402,7 +401,7 @@ READERS: dict[str, Callable[[PipelineConfig, RunSet], dict[str, Any]]] = {
     "models": lambda pipe, plan: {"models": read_models(pipe, plan)},
     "last_positions": lambda pipe, plan: {"last_positions": read_last_positions(pipe, plan)},
     "references": lambda pipe, plan: {"references": read_references(plan)},
-    "synthetic": lambda pipe, plan: {"synthetic": _synthetic(pipe, plan)},
+    "synthetic": lambda pipe, plan: {"synthetic": read_synthetic(plan)},
     "sections": lambda pipe, plan: {"sections": read_sections(pipe, plan)},
 }
 

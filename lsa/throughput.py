@@ -46,7 +46,7 @@ def unit(profile: str, kind: str) -> Callable[[], None]:
     pipe = load_config(profile=profile)
     gen = torch.Generator().manual_seed(0)
     if kind == "synthetic":
-        from lsa.sections.synthetic.model import SyntheticTransformer, make_batch
+        from lsa.synthetic import SyntheticTransformer, make_batch
 
         cfg = pipe.synthetic
         model = SyntheticTransformer("rope", cfg.d_model, cfg.n_layers, cfg.n_heads,

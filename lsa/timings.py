@@ -160,7 +160,7 @@ def cores_of(cores: str | int | None) -> int:
 #: (job-name prefix, run kind) of the run jobs (workflow/rules/common.smk's rule names)
 RUN_JOBS = (("base_model", "base"), ("finetune_", "finetune"),
             ("babilong_eval_", "babilong-eval"), ("babilong_", "babilong"),
-            ("probe_", "probe"), ("longbench_", "longbench"))
+            ("probe_", "probe"), ("longbench_", "longbench"), ("synthetic_", "synthetic"))
 
 
 def job_threads(profile: str, job: str, settings=None) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import shutil
@@ -199,6 +200,24 @@ def truncate_log(path: Path, step: int) -> None:
             break
         kept.append(line + "\n")
     atomic_write_text(path, "".join(kept))
+
+
+class _TiedHeadNotice(logging.Filter):
+    """Drops accelerate's "Removed shared tensor {...lm_head.weight} while saving" notice,
+    printed at every checkpoint of a model whose output head is tied to its embedding
+    (``tie_embeddings``): the head IS the embedding (one tensor), so safetensors stores it once
+    and loading the embedding restores the head; tests/test_train.py resumes such a
+    checkpoint and compares the logits. Any other shared tensor is still reported."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not (text.startswith("Removed shared tensor")
+                    and all(n.endswith("lm_head.weight") for n in text[text.find("{") + 1:
+                                                                     text.find("}")]
+                            .replace("'", "").split(", ")))
+
+
+logging.getLogger("accelerate.utils.other").addFilter(_TiedHeadNotice())
 
 
 def save_checkpoint(acc, ckpt: Path, step: int, tokens: int = 0) -> None:

@@ -74,7 +74,8 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
     assert [r.id for r in runs_of(pipe)] == [r.id for r in runs]
     every = list(runs)
     assert every[0] is runs.base
-    assert {r.kind for r in every} == {"base", "finetune", "babilong", "probe", "longbench"}
+    assert {r.kind for r in every} == {"base", "finetune", "babilong", "probe", "longbench",
+                                       "synthetic"}
     assert len({r.id for r in every}) == len(every)
     assert runs.grid == [s.name for s in finetune_specs(pipe.finetune)]
     assert runs.ablation == [s.name for s in ablation_specs(pipe.ablation)]
@@ -88,7 +89,7 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
     assert pi.needs == (runs.base,) and pi.spec.alpha == 0.1 and pi.spec.method == "pi"
     assert pi.identity["base"] == runs.base.id
     assert pi.identity["run"] == {k: v for k, v in pi.spec.to_dict().items()
-                                  if k not in ("base_seed", "processes")}  # unset: not there
+                                  if k not in ("base_seed", "processes", "stream")}  # defaults
     assert pi.folder == out_root / "results" / "smoke" / "runs" / pi.id
     assert pi.command == ["finetune", "--run", "pi_a0.1_s0"] and runs.base.command == ["pretrain"]
     assert pi.job == "finetune_pi_a0.1_s0" and runs.base.job == "base_model"
@@ -97,7 +98,8 @@ def test_a_run_set_is_every_run_of_the_configuration_once(out_root):
         runs.get("finetune", "pi_a9_s0")
     with pytest.raises(ConfigError, match="run kind 'train'"):
         runs.get("train", "x")
-    assert set(KINDS) == {"base", "finetune", "babilong", "babilong-eval", "probe", "longbench"}
+    assert set(KINDS) == {"base", "finetune", "babilong", "babilong-eval", "probe", "longbench",
+                          "synthetic"}
 
 
 def test_further_base_models_carry_the_core_comparisons(out_root):
@@ -221,7 +223,7 @@ def test_a_job_fails_when_its_id_is_not_the_one_the_pipeline_expects(capsys):
     code = main(["finetune", "--profile", "smoke", "--run", "pi_a0_s0", "--expect-id",
                  "pi_a0_s0-0000000000"])
     err = capsys.readouterr().err
-    assert code == 2
+    assert code == 3  # a configuration error
     assert "the pipeline expects run folder pi_a0_s0-0000000000" in err
     assert "config/config.yaml (profile smoke, seed 0) gives pi_a0_s0-" in err
     assert "rerun snakemake" in err

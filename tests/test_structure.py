@@ -52,6 +52,33 @@ def test_lsa_has_no_import_cycle():
     assert cycles({k: set(v) for k, v in graph.items()}) == []
 
 
+def test_an_import_runs_the_packages_above_the_module_it_names():
+    """``from lsa.sections.synthetic.model import x`` runs ``lsa/sections/__init__.py`` and
+    ``lsa/sections/synthetic/__init__.py`` first: edges to those packages (not to the
+    importer's own, loaded already), so the reader importing a section's module is a cycle
+    (lsa.runtable -> lsa.sections.synthetic -> lsa.runtable), as it was before Section 3's grid
+    became a run."""
+    from lsa.imports import imports
+
+    known = set(import_graph())
+    line = "from lsa.sections.synthetic.tables import summarize"
+    assert imports(line, known, importer="lsa.runtable") == {  # lsa: the importer's own
+        "lsa.sections", "lsa.sections.synthetic", "lsa.sections.synthetic.tables"}
+    # inside the package, its own __init__ is loading already: no edge back to it
+    assert imports(line, known, importer="lsa.sections.synthetic.claims") == {
+        "lsa.sections.synthetic.tables"}
+    graph = {k: set(v) for k, v in import_graph().items()}
+    graph["lsa.runtable"] |= imports(line, known, importer="lsa.runtable")
+    assert any({"lsa.runtable", "lsa.sections.synthetic"} <= set(c) for c in cycles(graph))
+
+
+def test_the_reader_of_runs_imports_no_section():
+    """``lsa.runtable`` reads every run kind's folder, Section 3's grid too, and imports
+    nothing under ``lsa/sections/`` (they are above it)."""
+    reached = closure({"lsa.runtable"}, import_graph())
+    assert not {m for m in reached if m.startswith("lsa.sections")}, sorted(reached)
+
+
 def test_every_section_is_one_package_declared_once(tmp_path):
     """Config, registry and packages together: every package under lsa/sections/ declares its
     section in ``section.yaml`` (and nothing else declares one), the pipeline's sections are
@@ -129,8 +156,7 @@ def test_a_notebooks_inputs_are_what_it_loads():
             "sections/ablations/claims.py", "sections/ablations/figures.py", "stats.py",
             "notebook.py", "seeding.py", "runs.py", "config.py"} <= set(inputs)
     assert not {"jobs.py", "train.py", "misalign.py", "__init__.py", "paths.py"} & set(inputs)
-    assert "sections/synthetic/model.py" in notebook_inputs(
-        ROOT / "notebooks" / "01_synthetic_study.ipynb")
+    assert "synthetic.py" in notebook_inputs(ROOT / "notebooks" / "01_synthetic_study.ipynb")
 
 
 def test_every_section_returns_its_own_typed_result():
@@ -152,7 +178,7 @@ def test_every_section_returns_its_own_typed_result():
     assert list(result.saved_tables()) == ["gates", "claims", "provenance"]
 
 
-#: the rooms every section package has (``lsa.sections``' docstring); synthetic also its model
+#: the rooms every section package has (``lsa.sections``' docstring)
 ROOMS = {"__init__.py", "tables.py", "claims.py", "figures.py", "section.yaml"}
 
 
@@ -170,8 +196,7 @@ def test_every_section_package_has_the_same_rooms_and_a_pure_analyse():
     for key, package in sections.packages().items():
         folder = ROOT / "lsa" / "sections" / package
         files = {p.name for p in folder.iterdir() if p.suffix in (".py", ".yaml")}
-        assert files - {"model.py"} == ROOMS, (package, sorted(files ^ ROOMS))
-        assert "model.py" not in files or package == "synthetic", package
+        assert files == ROOMS, (package, sorted(files ^ ROOMS))
         module = sections.module(key)
         assert list(inspect.signature(module.analyse).parameters) == ["pipe", "runs", "gates"]
         assert list(inspect.signature(module.describe).parameters) == ["setup", "result"]

@@ -7,7 +7,8 @@ import torch
 
 from lsa.config import SyntheticConfig
 from lsa.sections.synthetic.claims import synthetic_claims
-from lsa.sections.synthetic.model import (
+from lsa.sections.synthetic.tables import per_run_summary, relative_rmse, summarize
+from lsa.synthetic import (
     BOS,
     OutRep,
     RunSpec,
@@ -19,7 +20,6 @@ from lsa.sections.synthetic.model import (
     run_specs,
     sinusoidal_table,
 )
-from lsa.sections.synthetic.tables import per_run_summary, relative_rmse, summarize
 
 
 def gen(seed=0):
@@ -152,6 +152,50 @@ def test_same_seed_same_numbers_and_workers_do_not_matter():
     assert not np.allclose(a["mse"], d["mse"])
 
 
+
+def test_the_grid_is_a_run_whose_table_reads_back_exactly(tmp_path):
+    """Section 3's grid is a run of kind ``synthetic``: its identity is every setting but the
+    worker count; made into its folder (``make``), its table reads back (``read_synthetic``)
+    equal to the grid's, float for float, and a finished run is reused, not retrained."""
+    import dataclasses
+
+    from lsa.config import load_config
+    from lsa.runs import RunSet
+    from lsa.runtable import read_synthetic
+    from lsa.synthetic import make
+
+    pipe = dataclasses.replace(load_config(profile="smoke"), synthetic=SyntheticConfig(**TINY))
+    plan = RunSet(pipe, root=tmp_path)
+    run = plan.get("synthetic", "synthetic")
+    assert run.identity == {k: v for k, v in SyntheticConfig(**TINY).to_dict().items()
+                            if k != "workers"}
+    assert run.command == ["synthetic", "--run", "synthetic"]
+    assert run in plan.used_by(["synthetic"]) and run in list(plan)
+    two = dataclasses.replace(pipe, synthetic=SyntheticConfig(**{**TINY, "workers": 2}))
+    assert RunSet(two).get("synthetic", "synthetic").id == run.id
+    other = dataclasses.replace(pipe, synthetic=SyntheticConfig(**{**TINY, "steps": 6}))
+    assert RunSet(other).get("synthetic", "synthetic").id != run.id
+    folder = make(pipe.synthetic, run, progress=False)
+    assert run.finished and run.problems() == []
+    pd.testing.assert_frame_equal(read_synthetic(plan), run_grid(pipe.synthetic, progress=False))
+    stamp = (folder / "train_summary.json").stat().st_mtime_ns
+    assert make(pipe.synthetic, run, progress=False) == folder
+    assert (folder / "train_summary.json").stat().st_mtime_ns == stamp
+
+
+def test_no_run_of_the_grid_where_no_section_reads_it():
+    import dataclasses
+
+    from lsa.config import load_config
+    from lsa.runs import RunSet
+
+    pipe = load_config(profile="smoke")
+    sections = {k: dataclasses.replace(v, uses_runs=[r for r in v.uses_runs if r != "synthetic"])
+                for k, v in pipe.sections.items()}
+    assert sections != pipe.sections
+    plan = RunSet(dataclasses.replace(pipe, sections=sections))
+    assert plan.synthetic == {} and not any(r.kind == "synthetic" for r in plan)
+
 def fake_per_length(rows):
     return pd.DataFrame(rows, columns=["task", "encoding", "transform", "replicate", "length",
                                        "mse", "train_loss"])
@@ -239,7 +283,7 @@ def test_analyse_on_a_hand_built_run_table():
 
 _KILLED_RUN = """
 import sys
-from lsa.sections.synthetic import model
+from lsa import synthetic as model
 from lsa.config import SyntheticConfig
 
 class Bar:  # says when the first run came back: the workers are past their initializer

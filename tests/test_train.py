@@ -310,3 +310,20 @@ def test_a_runs_objective_is_built_from_its_settings_once():
     options = obj.loss_options()  # what misalignment_loss receives: every field but the window
     assert set(options) == {f.name for f in fields(Objective)} - {"l_train", "l_extra_setting"}
     assert options["divergence"] == "jeffreys" and options["chunk_size"] == 7
+
+
+def test_the_tied_head_notice_is_dropped_and_nothing_else(caplog):
+    """accelerate's "Removed shared tensor" notice at each checkpoint is silenced for a head
+    tied to its embedding (one tensor: ``test_resume_continues_exactly`` resumes such a
+    model exactly), and only for it."""
+    import logging
+
+    assert tiny().config.tie_word_embeddings  # the resume test covers a tied head
+    logger = logging.getLogger("accelerate.utils.other")
+    with caplog.at_level(logging.WARNING, logger="accelerate.utils.other"):
+        logger.warning("Removed shared tensor {'lm_head.weight'} while saving. This should be OK")
+        logger.warning("Removed shared tensor {'base_model.model.lm_head.weight'} while saving")
+        logger.warning("Removed shared tensor {'lm_head.weight', 'mlp.w'} while saving")
+        logger.warning("something else")
+    assert [r.getMessage() for r in caplog.records] == [
+        "Removed shared tensor {'lm_head.weight', 'mlp.w'} while saving", "something else"]

@@ -1,7 +1,9 @@
 """Section 5.3's claims, one per distinct comparison of the items' paired effects (``tables``):
-the **paper's** (``lsa.stats.resolve_verdict``'s words; ``Claim.origin`` "paper" where the paper
-ran it on that method, else "extension") and the project's **controls** (helps / hurts /
-unclear; lowers / raises / unclear), ``Claim.kind``; and the prose of the numbers."""
+the **paper's** (``lsa.stats.resolve_verdict``'s words, or ``equivalence_verdict``'s for a
+claim of "comparable"; ``Claim.origin`` "paper" where the paper ran it on that method, else
+"extension"; a review's objection "objection") and the project's **controls** (helps / hurts /
+unclear; lowers / raises / unclear), ``Claim.kind``. The prose of the numbers: the package's
+``__init__``."""
 
 from __future__ import annotations
 
@@ -10,7 +12,17 @@ from typing import Any
 
 import pandas as pd
 
-from lsa.claims import PAPER_METHODS, Claim, Grade, Kind, fmt, judged, paper
+from lsa.claims import (
+    PAPER_METHODS,
+    Claim,
+    Grade,
+    Kind,
+    Origin,
+    fmt,
+    interval_fields,
+    judged,
+    paper,
+)
 from lsa.config import AblationConfig
 from lsa.runtable import DIVERGENCE_LABELS
 from lsa.sections.ablations.tables import (
@@ -24,14 +36,50 @@ from lsa.sections.ablations.tables import (
     far_context_methods,
     l_extra_arms,
 )
-from lsa.stats import EXCLUDES_ZERO, HELPS, MOVES, Outcomes, control_outcome, resolution_text
+from lsa.stats import (
+    HELPS,
+    MOVES,
+    Outcomes,
+    control_outcome,
+    equivalence_verdict,
+    interval_p,
+    resolution_text,
+)
 
 SECTION = "Sec. 5.3"
 PAIRED = "paired by seed, and by base model where it ran on several (a t over their means)"
 OVER = "mean paired difference over seeds (over base models where it ran on several), 95 % t"
 
 
-def _effect_text(row: Any, ppl: Any = None) -> str:
+def equivalence_margin() -> float:
+    """"Comparable"'s margin in nats (``docs/methods.md``, "l_extra settings", fixed before the
+    rows were computed): the paper's own effect of the regularizer on LongQLoRA, the method of
+    its l_extra ablation (Table 3's perplexities, CE against CE + 0.1 misalignment)."""
+    ce, reg = paper("table3/longqlora/ce/ppl"), paper("table3/longqlora/a0.1/ppl")
+    return abs(math.log(ce.value / reg.value))
+
+
+def equivalence_p(low: float, high: float, margin: float, n: int | None = None) -> float:
+    """The TOST p-value the 95 % interval ``[low, high]`` implies for "inside +-margin", on the
+    scale of ``lsa.stats.interval_p`` (below 0.05 exactly when the interval lies inside):
+    twice the larger one-sided p, 1 where the estimate lies beyond the margin; NaN without an
+    interval. It is ``interval_p`` of the interval moved to the nearer margin's distance."""
+    centre, half = (low + high) / 2, (high - low) / 2
+    if not math.isfinite(centre):
+        return math.nan
+    gap = margin - abs(centre)
+    return 1.0 if gap <= 0 else interval_p(gap - half, gap + half, n)
+
+
+def equivalence(row: Any, margin: float) -> dict[str, Any]:
+    """A claim of "comparable" as ``Claim`` keywords: ``equivalence_verdict`` of the row's 95 %
+    interval against +-``margin`` (TOST at 2.5 % a side), its numbers and its p."""
+    return {"verdict": equivalence_verdict(row.low, row.high, margin),
+            **interval_fields(row.low, row.high, row.delta),
+            "p": equivalence_p(row.low, row.high, margin, row.n)}
+
+
+def effect_text(row: Any, ppl: Any = None) -> str:
     interval = (f"[{row.low:+.3g}, {row.high:+.3g}]" if row.n > 1 and math.isfinite(row.low)
                 else "(one seed: no interval)")
     kind = row.column.split("_")[0]
@@ -60,12 +108,15 @@ class Claims:
     def add(self, eff: pd.DataFrame, *, id: str, claim: str, paper: str, grade: Grade,
             method: str, setting: str, baseline: str, column: str, sign: int = -1,
             evidence: str = "", kind: Kind = "paper", words: Outcomes = HELPS,
-            paper_ran: frozenset[str] | None = None) -> None:
+            paper_ran: frozenset[str] | None = None, margin: float | None = None,
+            origin: Origin | None = None) -> None:
         """``setting`` against ``baseline`` on ``column`` (a row of ``eff``): the paper's claim
-        (its verdict against the paper's ``sign``) or a control (its outcome ``words``). A
-        paper claim is the paper's as it ran it where ``method`` is one of ``paper_ran`` (the
-        methods the paper ran it on; None: the paper names none), else an extension."""
-        origin = "paper" if paper_ran is None or method in paper_ran else "extension"
+        (its verdict against the paper's ``sign``, or within +-``margin`` for a claim of
+        "comparable") or a control (its outcome ``words``). A paper claim is the paper's as it
+        ran it where ``method`` is one of ``paper_ran`` (the methods the paper ran it on; None:
+        the paper names none), else an extension; ``origin`` says otherwise (an objection)."""
+        origin = origin or ("paper" if paper_ran is None or method in paper_ran
+                            else "extension")
         key = (method, setting, baseline, column)
         if key in self.seen:
             return
@@ -80,12 +131,13 @@ class Claims:
         ppl = (effect_row(eff, method, setting, baseline, "ppl_" + column[4:])
                if column.startswith("nll_") else None)
         verdict: dict[str, Any] = (
+            equivalence(row, margin) if margin is not None else
             judged(row.low, row.high, sign, None, row.n, row.delta) if kind == "paper" else
             {"verdict": control_outcome(row.low, row.high, row.n, words)})
-        if kind == "paper":
+        if kind == "paper" and margin is None:
             evidence = f"{evidence}; {resolution_text(row.low, row.high, None)}".strip("; ")
         self.claims.append(Claim(id=id, section=SECTION, claim=claim, paper=paper, grade=grade,
-                                 ours=_effect_text(row, ppl), **verdict,
+                                 ours=effect_text(row, ppl), **verdict,
                                  evidence=f"{column}; {evidence}".strip("; "), kind=kind,
                                  method=method, origin=origin))
 
@@ -199,30 +251,51 @@ def sweep_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
                     paper_ran=PAPER_METHODS["table4"])
 
 
+#: the rebuttal's words for l_extra settings 3 and 4 against 1: judged by direction (NLL higher)
+WORSE = {3: '"slightly inferior" (first description) / "slightly worse" (later one)',
+         4: '"significantly worse"'}
+
+
 def l_extra_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
+    """Item 3: each setting against setting 1 per arm. SCE at the paper's alpha carries the
+    rebuttal's three conclusions (its later description's ranges: ``docs/methods.md``):
+    setting 2 "comparable" (equivalence within ``equivalence_margin``), 3 "slightly inferior"
+    and 4 "significantly worse" (direction); the paper's claims on LongQLoRA, extensions on
+    another method. Every other arm's rows are controls."""
     cfg, column = given.cfg, given.column
-    m = cfg.method
-    ref = paper("table5/lextra_setting4/longbench")
-    base = paper("table5/lextra_setting1/longbench")
+    m, margin = cfg.method, equivalence_margin()
+    ran = PAPER_METHODS["table5"]
     i = 0
     for d, a in l_extra_arms(cfg):
         label = f"{DIVERGENCE_LABELS[d]} {a:g}"
         for x in (x for x in cfg.l_extra_settings if x != 1):
             i += 1
-            if x == 4 and d == "sce" and math.isclose(a, 0.1):
-                out.add(eff, id=f"A3.{i}", claim=f"l_extra setting 4 (U[1, l]) is worse than "
-                        f"setting 1 (U[1, l/2]) ({label}, {m})",
-                        paper=f"LongBench-E {base.value} -> {ref.value} (LongQLoRA; a "
-                              f"third-party note: {ref.other}; lower against either, one "
-                              "verdict)",
-                        grade=ref.grade, method=m, setting=f"{label}, l_extra 4",
-                        baseline=f"{m} {label}", column=column, sign=+1,
-                        evidence="paired by seed", paper_ran=PAPER_METHODS["table5"])
+            at = dict(id=f"A3.{i}", method=m, setting=f"{label}, l_extra {x}",
+                      baseline=f"{m} {label}", column=column)
+            ref = paper(f"table5/lextra_setting{x}/words")
+            if not (d == "sce" and math.isclose(a, 0.1)):
+                out.add(eff, claim=f"l_extra setting {x} against setting 1 ({label}, {m})",
+                        paper="-", grade="?", evidence="paired by seed", kind="control", **at)
+            elif x == 2:
+                out.add(eff, claim=f"l_extra setting 2 (U[1, l/4]) is comparable to setting 1 "
+                        f"(U[1, l/2]) ({label}, {m})", paper=f'"{ref.value}" (LongQLoRA)',
+                        grade=ref.grade, evidence=f"{PAIRED}; comparable = the 95 % interval "
+                        f"inside +-{margin:.2g} nats (TOST, 2.5 % a side; the margin: the "
+                        "paper's own effect of the regularizer on LongQLoRA, docs/methods.md)",
+                        paper_ran=ran, margin=margin, **at)
             else:
-                out.add(eff, id=f"A3.{i}", claim=f"l_extra setting {x} against setting 1 "
-                        f"({label}, {m})", paper="-", grade="?", method=m,
-                        setting=f"{label}, l_extra {x}", baseline=f"{m} {label}",
-                        column=column, evidence="paired by seed", kind="control")
+                numbers = ""
+                if x == 4:
+                    s4, s1 = paper("table5/lextra_setting4/longbench"), paper(
+                        "table5/lextra_setting1/longbench")
+                    numbers = (f"; LongBench-E {s1.value} -> {s4.value} (a third-party note: "
+                               f"{s4.other}) [{s4.grade}]")
+                rng = "U[l/4, l/2]" if x == 3 else "U[1, l]"
+                out.add(eff, claim=f"l_extra setting {x} ({rng}) is worse than setting 1 "
+                        f"(U[1, l/2]) ({label}, {m})",
+                        paper=f"{WORSE[x]} (LongQLoRA{numbers})", grade=ref.grade, sign=+1,
+                        evidence=f"{PAIRED}; worse = the NLL higher (the paper gives no size in "
+                        "nats)", paper_ran=ran, **at)
 
 
 def exposure_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
@@ -259,19 +332,38 @@ def far_context_claims(out: Claims, eff: pd.DataFrame, cfg: AblationConfig) -> N
 
 
 def compute_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
-    """Item 5's claims, against the CE-only run nearest to equal counted work
+    """Item 5's claims: the paper's equal compute as the rebuttal made it (``A5.P<k>``: CE + alpha
+    SCE at its fraction of CE's steps at each budget, ``given.compute_paper``, with the two
+    arms' measured time per step); then the review's reading (``A5.1``, an objection, not the
+    paper's claim) and the controls, against the CE-only run nearest to equal counted work
     (``given.equal_steps``, from ``tables.equal_compute_steps``)."""
     cfg, column, steps, equal_steps = given.cfg, given.column, given.steps, given.equal_steps
     m, a = cfg.method, cfg.alpha
+    ref, overhead = paper("sec5.3/compute"), paper("sec5.3/compute/overhead")
+    table = given.compute_paper if given.compute_paper is not None else pd.DataFrame()
+    for k, row in enumerate(table.itertuples(), start=1):
+        n, reg = int(row.ce_steps), int(row.regularized_steps)
+        timed = (f"measured time per step, regularized / CE: {row.time_ratio:.3g} (lowest "
+                 f"{row.time_ratio_low:.3g}, highest {row.time_ratio_high:.3g}, {row.pairs} "
+                 f"paired runs; the fraction assumes {n / reg:.3g})" if row.pairs else
+                 "measured time per step: no paired runs")
+        out.add(eff, id=f"A5.P{k}", claim=f"Regularized {reg} steps beat CE-only {n} steps "
+                f"(the paper's equal compute, {row.fraction} of CE's steps; {m})",
+                paper=f"{ref.value} (overhead {overhead.value})", grade=ref.grade, method=m,
+                setting=f"SCE {a:g}, {reg} steps", baseline=f"{m} CE, {n} steps",
+                column=column, sign=-1, evidence=f"budgets: CE-only {n} steps on one window, "
+                f"CE + {a:g} SCE {reg} steps ({row.fraction}, the nearest step); {timed}")
     if not cfg.compute_steps:
         return
     nearest = min(cfg.compute_steps, key=lambda n: abs(n - equal_steps))
-    ref = paper("sec5.3/compute")
-    out.add(eff, id="A5.1", claim=f"At equal compute the regularized run still wins ({m})",
-            paper=ref.value, grade=ref.grade, method=m, setting=f"SCE {a:g}",
-            baseline=f"{m} CE, {nearest} steps", column=column, sign=-1,
-            evidence=f"{steps} regularized steps vs CE-only {nearest} steps, the run nearest to "
-            f"equal counted work ({equal_steps:.0f} steps: forward and backward tokens)")
+    out.add(eff, id="A5.1", claim=f"The review's reading of equal compute (twice CE's steps): "
+            f"the regularized run still wins ({m})", paper=ref.value, grade=ref.grade,
+            method=m, setting=f"SCE {a:g}", baseline=f"{m} CE, {nearest} steps", column=column,
+            sign=-1, origin="objection",
+            evidence=f"a review's objection, not the paper's claim (that is A5.P*): not in the "
+            f"paper's Holm family, its own p; {steps} regularized steps vs CE-only {nearest} "
+            f"steps, the run nearest to equal counted work ({equal_steps:.0f} steps: forward "
+            "and backward tokens)")
     out.add(eff, id="A5.2", claim=f"CE + {cfg.robust_jeffreys_alpha:g} x Jeffreys against "
             f"CE-only at equal counted work ({m})", paper="-", grade="?", method=m,
             setting=f"Jeffreys {cfg.robust_jeffreys_alpha:g}",
@@ -305,146 +397,3 @@ def parts_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
     out.add(eff, id="A6.3", claim=f"Combining both beats the method alone ({m})",
             paper=ref.value, grade=ref.grade, method=m, setting=a, baseline=f"{m} CE",
             column=column, sign=-1, evidence=PAIRED)
-
-
-def bases_text(eff: pd.DataFrame | None, gains: pd.DataFrame | None = None) -> str:
-    """The core comparisons across base models in words (the sign on each, the outcome of the
-    t over the base means), after each base model's far-copy gain (``gains``: G1's number)."""
-    if eff is None or eff.empty:
-        return ("One base model (ablation.base_seeds is empty in this profile): every effect "
-                "above varies the fine-tuning seed only, not the pretrained model.")
-    lines = []
-    if gains is not None and len(gains):
-        lines.append("Each base model's far-copy gain at its own window (G1's measure; the "
-                     "comparisons below mean little on a base model that does not copy): "
-                     + "; ".join(f"{g.base}: {g.value:.3g} [{g.low:.3g}, {g.high:.3g}] nats"
-                                 for g in gains.itertuples()) + ".\n")
-    for row in eff.itertuples():
-        word = control_outcome(row.low, row.high, row.bases)
-        signs = {v.split(": ")[1][0] for v in row.per_base.split(", ")} if row.per_base else set()
-        agree = ("not run" if row.pairs == 0 else "one base model only" if row.bases < 2
-                 else "the same sign on every base model" if len(signs) == 1
-                 else "opposite signs between base models")
-        lines.append(f"- **{row.setting} vs {row.baseline}**, {row.column}: {row.delta:+.3g} "
-                     f"[{row.low:+.3g}, {row.high:+.3g}] over {row.bases} base models x seeds "
-                     f"({row.pairs} pairs; {row.per_base}): {word}, {agree}.")
-    return ("Paired by (base model, seed); the interval is the t interval over the base "
-            "models' means (seeds nested in base models), so it holds the variance between "
-            "independently pretrained base models:\n\n" + "\n".join(lines))
-
-
-def multiplicity_text(claims: list[dict[str, Any]]) -> str:
-    """How many interval tests the section makes and how many would come out clear by chance."""
-    tested = [c for c in claims if c["verdict"] not in ("not run",)]
-    paper_n = sum(c.get("kind", "paper") == "paper" for c in tested)
-    clear = sum(c["verdict"] in (*EXCLUDES_ZERO, "helps", "hurts", "lowers", "raises")
-                for c in tested)
-    return (f"{len(tested)} comparisons tested ({paper_n} of the paper's claims, "
-            f"{len(tested) - paper_n} controls), {clear} clear of 0. With 95 % intervals and no "
-            f"true effect anywhere, about {0.05 * len(tested):.1f} would be clear by chance "
-            "alone; the comparisons share runs (one CE baseline per seed), so they are not "
-            "independent either. Read a single clear result with that in mind.")
-
-
-def far_context_by_method(eff: pd.DataFrame | None) -> str:
-    """The far-context question per method (``far_context_pairs``' effects, "" without): CE +
-    alpha SCE against the same-cost control on the copy NLL at l_train, in words."""
-    if eff is None or eff.empty:
-        return ""
-    sel = eff[(eff["column"] == "nll_copy_1x") & eff["baseline"].str.endswith("(both windows)")]
-    if sel.empty:
-        return ""
-    lines, up = [], []
-    for row in sel.itertuples():
-        word = control_outcome(row.low, row.high, row.n, MOVES)
-        up += [row.method] if word == "raises" else []
-        lines.append(f"- **{row.method}**: {row.setting} against CE on both windows: {word} "
-                     f"({_effect_text(row)})")
-    answer = (f"Against the same-cost control, {row.setting} raises the copy NLL at l_train for "
-              f"{', '.join(up)}: there it teaches the model to use the far context less."
-              if up else f"Against the same-cost control, {row.setting} raises the copy NLL "
-              "at l_train for no method beyond the paired seed noise.")
-    return (f"Per method, against the same-cost control (copy NLL at l_train; {OVER} "
-            "interval):\n\n" + "\n".join(lines) + "\n\n" + answer)
-
-
-def far_context_text(eff: pd.DataFrame | None, by_method: pd.DataFrame | None = None) -> str:
-    """Does a regularizer teach the model to ignore far context? Per arm of item 1 (``eff``), its
-    effect on the copy NLL against CE-only and the same-cost control, whether Jeffreys and SCE
-    differ there; then the question per method (``far_context_by_method``)."""
-    per_method = far_context_by_method(by_method)
-    sel = eff[eff["column"].isin(FAR_COLUMNS)] if eff is not None else pd.DataFrame()
-    judged = sel[(sel["column"] == "nll_copy_1x") & (sel["n"] >= 2)] if len(sel) else sel
-    if judged.empty:
-        text = ("No copy probes at l_train in these runs' metrics with two or more seeds (or "
-                "item 1 not run): the question is not answered here.")
-        return f"{text}\n\n{per_method}" if per_method else text
-    lines, raised = [], {}
-    for setting in dict.fromkeys(sel["setting"]):
-        parts = []
-        for row in sel[sel["setting"] == setting].itertuples():
-            word = control_outcome(row.low, row.high, row.n, MOVES)
-            if row.baseline.endswith(" CE") and row.column == "nll_copy_1x":
-                raised[setting] = word
-            parts.append(f"{row.column} against {row.baseline}: {word} ({_effect_text(row)})")
-        lines.append(f"- **{setting}**: " + "; ".join(parts) + ".")
-    by_kind: dict[str, set[str]] = {}
-    for setting, word in raised.items():
-        by_kind.setdefault(setting.split(" ")[0], set()).add(word)
-    up = [s for s, w in raised.items() if w == "raises"]
-    answer = (f"At l_train, where the far text lies inside the training window, {', '.join(up)} "
-              "raise the copy NLL against CE-only: the model uses the far context less." if up
-              else "No arm raises the copy NLL at l_train against CE-only beyond the paired seed "
-              "noise: at this scale no regularizer measurably teaches the model to ignore the "
-              "far context.")
-    if "SCE" in by_kind and "Jeffreys" in by_kind:
-        same = by_kind["SCE"] == by_kind["Jeffreys"]
-        answer += (" Jeffreys and SCE " + ("behave alike there" if same else "differ there")
-                   + f" (SCE: {', '.join(sorted(by_kind['SCE']))}; Jeffreys: "
-                   f"{', '.join(sorted(by_kind['Jeffreys']))}).")
-    text = (f"Copy NLL (lower: the far occurrence is used), {OVER} interval:\n\n"
-            + "\n".join(lines) + "\n\n" + answer)
-    return f"{text}\n\n{per_method}" if per_method else text
-
-
-def closing_text(eff: pd.DataFrame | None, column: str) -> str:
-    """What item 1 supports (``eff``; None: not run): each arm against the same-cost control,
-    then CE-only, then its effect on the paper's metric; whether alignment alone helps."""
-    sel = eff[eff["column"] == column] if eff is not None else pd.DataFrame()
-    if sel.empty:
-        return "Item 1 was not run in this profile: nothing to conclude."
-    lines, fair_words = [], {}
-    for setting in dict.fromkeys(sel["setting"]):
-        rows = sel[sel["setting"] == setting]
-        parts = []
-        for row in sorted(rows.itertuples(), key=lambda r: "both" not in r.baseline):
-            word = control_outcome(row.low, row.high, row.n)
-            if "both" in row.baseline:
-                fair_words[setting] = word
-            parts.append(f"against {row.baseline}: {word} ({_effect_text(row)})")
-        method = rows.iloc[0]["method"]
-        metric = effect_row(eff, method, setting, f"{method} CE", "misalignment")
-        if metric is not None:
-            moved = control_outcome(metric.low, metric.high, metric.n, MOVES)
-            note = ""
-            if moved != "lowers" and any(control_outcome(r.low, r.high, r.n) == "helps"
-                                         for r in rows.itertuples()):
-                note = " — it helps without lowering the paper's metric"
-            parts.append(f"L_misalign {moved} ({metric.delta:+.3g} [{metric.low:+.3g}, "
-                         f"{metric.high:+.3g}]){note}")
-        lines.append(f"- **{setting}**: " + "; ".join(parts) + ".")
-    jeff = [s for s in fair_words if s.startswith("Jeffreys")]
-    moved = next((w for w in ("helps", "hurts") if any(fair_words[s] == w for s in jeff)), "")
-    if not fair_words:
-        answer = ("The same-cost control (CE on both windows) was not run: every effect above "
-                  "is against a baseline with half the forward and backward tokens.")
-    elif not jeff:
-        answer = "Jeffreys was not run: the question stays open here."
-    elif moved:
-        answer = (f"Against the same-cost control, alignment without sharpening {moved} here: "
-                  f"{', '.join(s for s in jeff if fair_words[s] == moved)}.")
-    else:
-        answer = ("Against the same-cost control, alignment without sharpening does not move "
-                  f"the {column} beyond the paired seed noise at this scale.")
-    return (f"Effect on {column} ({OVER} interval), the same-cost control first:\n\n"
-            + "\n".join(lines) + "\n\n" + answer)

@@ -14,6 +14,7 @@ seed explodes).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -35,14 +36,17 @@ FAR_COLUMNS = ("nll_copy_1x", "nll_copy_2x")
 class ItemInputs:
     """What an item's claims read beside its effects: the settings, the judged ``column`` (the
     longest window's NLL), items 1-6's ``runs`` (item 2 pairs alpha 0.3 with 0.1 from them),
-    the regularized runs' ``steps`` and item 5's CE-only steps of equal counted work
-    (``equal_steps``: ``tables.equal_compute_steps``, forward and backward tokens)."""
+    the regularized runs' ``steps``, item 5's CE-only steps of equal counted work
+    (``equal_steps``: ``tables.equal_compute_steps``, forward and backward tokens) and its
+    paper budgets with the arms' measured time per step (``compute_paper``:
+    ``paper_compute_table``; None where item 5 is not run)."""
 
     cfg: AblationConfig
     column: str
     runs: pd.DataFrame
     steps: int
     equal_steps: float
+    compute_paper: pd.DataFrame | None = None
 
 
 def longest_column(runs: pd.DataFrame, kind: str = "nll") -> str:
@@ -185,12 +189,54 @@ def compute_arms(cfg: AblationConfig) -> list[tuple[str, float]]:
 
 
 def compute_pairs(cfg: AblationConfig) -> list[Pair]:
-    """Every arm of ``compute_arms`` against CE-only with more steps (``compute_steps``), and
-    SCE against CE-only."""
+    """The paper's equal compute first (CE + alpha SCE at its fraction of CE's steps against
+    CE-only at each budget: ``AblationConfig.paper_compute_steps``), then every arm of
+    ``compute_arms`` against CE-only with more steps (``compute_steps``: the review's reading),
+    and SCE against CE-only."""
     m, a = cfg.method, cfg.alpha
-    return [(m, f"{DIVERGENCE_LABELS[d]} {alpha:g}", m, f"CE, {n} steps")
-            for d, alpha in compute_arms(cfg) for n in cfg.compute_steps] + \
+    return [(m, f"SCE {a:g}, {reg} steps", m, f"CE, {n} steps")
+            for n, reg in cfg.paper_compute_steps()] + \
+        [(m, f"{DIVERGENCE_LABELS[d]} {alpha:g}", m, f"CE, {n} steps")
+         for d, alpha in compute_arms(cfg) for n in cfg.compute_steps] + \
         [(m, f"SCE {a:g}", m, "CE")]
+
+
+def step_time_ratio(runs: pd.DataFrame, method: str, setting: str, baseline: str
+                    ) -> tuple[float, float, float, int]:
+    """The measured time per training step of ``setting`` over ``baseline``'s (both runs of
+    ``method``): each run's training wall time over its steps (``train_wall_s``, from its
+    ``train_summary.json``, and ``steps``), the ratio paired by base model and seed: its mean,
+    lowest, highest and the pairs (NaN and 0 without one). A measurement of the machine the
+    runs ran on, beside the claims, never in a run's identity; a run resumed from a
+    checkpoint times its last segment only."""
+    if "train_wall_s" not in runs or runs.empty:
+        return math.nan, math.nan, math.nan, 0
+    keys = ["base_seed", "seed"] if "base_seed" in runs else ["seed"]
+    own = runs[runs["method"] == method]
+    per_step = (own["train_wall_s"].astype(float) / own["steps"].astype(float)).rename("s")
+    timed = own[keys + ["setting"]].join(per_step)
+
+    def arm(label: str) -> pd.Series:
+        return timed[timed["setting"] == label].set_index(keys)["s"]
+
+    ratio = (arm(setting) / arm(baseline)).dropna()
+    if ratio.empty:
+        return math.nan, math.nan, math.nan, 0
+    return float(ratio.mean()), float(ratio.min()), float(ratio.max()), len(ratio)
+
+
+def paper_compute_table(runs: pd.DataFrame, cfg: AblationConfig) -> pd.DataFrame:
+    """The paper's equal compute, one row per budget: CE-only steps, the regularized run's
+    (``paper_compute_steps``) and the fraction they come from, and the two arms' measured time
+    per step (``step_time_ratio``, over every base model's runs)."""
+    rows = []
+    for (n, reg), fraction in zip(cfg.paper_compute_steps(), cfg.paper_compute_fractions):
+        mean, low, high, pairs = step_time_ratio(runs, cfg.method, f"SCE {cfg.alpha:g}, {reg} "
+                                                 "steps", f"CE, {n} steps")
+        rows.append({"ce_steps": n, "regularized_steps": reg, "fraction": fraction,
+                     "time_ratio": mean, "time_ratio_low": low, "time_ratio_high": high,
+                     "pairs": pairs})
+    return pd.DataFrame(rows)
 
 
 def equal_compute_steps(steps: int, l_train: int) -> dict[str, float]:

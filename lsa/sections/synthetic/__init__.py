@@ -1,9 +1,9 @@
 """Section 3, Figure 1 (notebook ``01_synthetic_study``): regression on binary sequences,
 trained short and tested long, for each task x positional encoding, and output
-reparameterization (OutRep). The models, tasks and training (``run_grid``, which the driver's
-reader calls to fill ``RunTables.synthetic``): ``model``; its tables: ``tables``; its claims:
-``claims``; its figures and the main figure's tidy table (``loss_by_length``, which the
-notebook plots): ``figures``."""
+reparameterization (OutRep). The models, tasks and training are a run of their own
+(``lsa.synthetic``, kind ``synthetic``), which the driver's reader gives this section as
+``RunTables.synthetic``; its tables: ``tables``; its claims: ``claims``; its figures and the
+main figure's tidy table (``loss_by_length``, which the notebook plots): ``figures``."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from lsa.gates import Gate
 from lsa.notebook import Setup
 from lsa.runtable import RunTables
 from lsa.sections import Result
-from lsa.sections.synthetic import claims, model, tables
+from lsa.sections.synthetic import claims, tables
 from lsa.sections.synthetic.figures import figure_outrep, loss_by_length, train_span
+from lsa.synthetic import make_batch, run_specs
 
 __all__ = ["SyntheticResult", "analyse", "describe", "examples", "figure_outrep",
            "loss_by_length", "train_span"]
@@ -30,7 +31,7 @@ def examples(setup: Setup) -> list[str]:
     cfg, gen = setup.settings, torch.Generator().manual_seed(setup.settings.seed)
     lines = []
     for task in cfg.tasks:
-        tokens, target = model.make_batch(task, torch.tensor([4, 7]), gen)
+        tokens, target = make_batch(task, torch.tensor([4, 7]), gen)
         for row, y in zip(tokens, target):
             lines.append(f"{task:>12}: {''.join(map(str, row[1:].tolist()))!s:<8} -> "
                          f"{y.item():.3f}")
@@ -49,7 +50,8 @@ class SyntheticResult(Result):
 
 def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> SyntheticResult:
     """The grid's test loss at every length (``runs.synthetic``: every (task, encoding,
-    transform, seed) trained and tested by ``model.run_grid``), its summary and the claims."""
+    transform, seed) trained and tested by its run, ``lsa.synthetic.make``), its summary and
+    the claims."""
     runs.need("synthetic")
     cfg, per_length = pipe.synthetic, runs.synthetic
     summary = tables.summarize(per_length, cfg)
@@ -60,7 +62,7 @@ def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> Synthet
 
 def describe(setup: Setup, result: SyntheticResult) -> str:
     cfg = result.settings
-    return (f"profile {setup.profile}: {len(model.run_specs(cfg))} runs (tasks {cfg.tasks}, "
+    return (f"profile {setup.profile}: {len(run_specs(cfg))} runs (tasks {cfg.tasks}, "
             f"encodings {cfg.encodings}, OutRep {cfg.outrep_transforms} on "
             f"{cfg.outrep_tasks}, {cfg.seeds} seed(s)), trained on lengths "
             f"{cfg.train_min_len}-{cfg.train_max_len} for {cfg.steps} steps, tested up to "

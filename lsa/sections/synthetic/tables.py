@@ -1,7 +1,8 @@
 """Section 3's results as tables (DataFrames in, DataFrames out): the in-range and
 out-of-range test MSE of every run (``per_run_summary``), their mean and spread over seeds
 (``summarize``, Figure 1's summary) and the scale-free out-of-range error the claims read
-(``relative_rmse``). ``per_length``: one row per (run, test length), ``model.run_grid``'s."""
+(``relative_rmse``). ``per_length``: one row per (run, test length), as
+``lsa.synthetic.run_grid`` makes it."""
 
 from __future__ import annotations
 
