@@ -131,9 +131,10 @@ def run_commits(runs) -> list[dict[str, Any]]:
 def provenance(stamp: dict[str, Any]) -> str:
     """``runs made by `c65a6c7` (200 runs), `d6b6015` (51 runs); notebooks ran at `465d62f```:
     every commit that made the snapshot's runs beside the one its notebooks ran at."""
-    made = ", ".join(f"`{r['commit'][:7]}`" + (f" ({r['runs']} runs)" if r.get("runs") else "")
-                     + (f" ({r['note']})" if r.get("note") else "")
-                     for r in stamp.get("run_commits") or [])
+    made = ", ".join(f"`{r['commit'][:7]}`" + "".join(
+        f" ({part})" for part in (r.get("runs") and f"{r['runs']} run{'s' * (r['runs'] != 1)}",
+                                  r.get("note")) if part)
+        for r in stamp.get("run_commits") or [])
     return (f"runs made by {made or 'commits not recorded'}; notebooks ran at "
             f"`{stamp['commit'][:7]}`")
 

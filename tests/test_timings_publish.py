@@ -283,14 +283,16 @@ def test_a_snapshot_names_every_commit_that_made_its_runs(tmp_path):
     assert made == [{"commit": "bbb2222", "runs": 2}, {"commit": "aaa1111", "runs": 1},
                     {"commit": "unknown", "runs": 1}]
     stamp = {"commit": "ccc3333dddd", "run_commits": made}
-    assert publish.provenance(stamp) == ("runs made by `bbb2222` (2 runs), `aaa1111` (1 runs), "
-                                         "`unknown` (1 runs); notebooks ran at `ccc3333`")
+    assert publish.provenance(stamp) == ("runs made by `bbb2222` (2 runs), `aaa1111` (1 run), "
+                                         "`unknown` (1 run); notebooks ran at `ccc3333`")
     snapshot = published.Snapshot(tmp_path, {"profile": "mini", "commit": "ccc3333dddd",
                                              "run_commits": made, "files": {}})
     assert "commit ccc3333 (its notebooks'; its runs made by bbb2222, aaa1111, unknown)" \
         in snapshot.describe()
     # the published snapshots name theirs (mini-full's were made by two commits)
-    for profile, commits in (("mini", ["85d116c"]), ("mini-full", ["c65a6c7", "d6b6015"])):
+    # (and both hold Section 3's grid, added later by a54e399: published.add_runs)
+    for profile, commits in (("mini", ["85d116c", "a54e399"]),
+                             ("mini-full", ["c65a6c7", "d6b6015", "a54e399"])):
         root = ROOT / "docs" / "results" / profile
         stamp = json.loads((root / "stamp.json").read_text())
         assert [r["commit"][:7] for r in stamp["run_commits"]] == commits
