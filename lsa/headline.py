@@ -36,6 +36,25 @@ DECIDED = ("helps", "hurts", "lowers", "raises", "passes", "fails")
 _HELD = re.compile(re.escape(HELD_NOTE).replace(re.escape("{}"), r"([^\]]+)"))
 
 
+def _p_note(row: dict) -> str:
+    """``; p 0.02, outside the paper's Holm family`` for an objection's row with a p (the
+    objections are the reviews', not the paper's claims: not in its Holm family), with its
+    Holm p where it has one."""
+    try:
+        p = float(row.get("p"))
+    except (TypeError, ValueError):
+        return ""
+    if not math.isfinite(p):
+        return ""
+    try:
+        holm = float(row.get("p_holm"))
+    except (TypeError, ValueError):
+        holm = math.nan
+    if math.isfinite(holm):
+        return f"; p {p:.2g}, Holm p {holm:.2g}"
+    return f"; p {p:.2g}, outside the paper's Holm family"
+
+
 def _short(text: str, most: int = 160) -> str:
     """``text`` cut to ``most`` characters (the full text is in the claims tables)."""
     return text if len(text) <= most else text[:most - 1].rstrip() + "…"
@@ -158,7 +177,8 @@ def headline(table, gates=None, profile: str = "", answers: dict[str, str] | Non
         found = next((by_id[i] for i in ids if i in by_id), None)
         said = next((answers[i] for i in ids if answers.get(i)), None)
         answer = (f"{found['id']}, {found['claim']}: **{found['verdict']}** "
-                  f"({_short(found['ours'])})" if found else said or "not measured in this profile")
+                  f"({_short(found['ours'])}{_p_note(found)})" if found
+                  else said or "not measured in this profile")
         out.append(f"- {objection}: {answer}")
     ours = [r for r in rows if (r.get("origin") == "control" and r["verdict"] in DECIDED)
             or (r.get("origin") == "extension" and r["verdict"] not in (NOT_RUN, PREMISE_NOT_MET)

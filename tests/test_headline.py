@@ -82,3 +82,13 @@ def test_the_headline_says_what_the_fine_tuning_verdicts_rest_on():
     assert "base model*" not in headline(claims_table(rows))
     rests = headline(claims_table([{**rows[0], "rests_on": "base model"}]))
     assert "**disagrees** (rests on base model)" in rests
+
+
+def test_an_objections_answer_carries_its_p_and_says_which_family():
+    """An objection's row is the review's claim, not the paper's: its own p, and where it has
+    no Holm p, that it is outside the paper's Holm family (issue 61)."""
+    from lsa.headline import _p_note
+
+    assert _p_note({"p": "0.0204", "p_holm": ""}) == "; p 0.02, outside the paper's Holm family"
+    assert _p_note({"p": 0.0204, "p_holm": 0.1}) == "; p 0.02, Holm p 0.1"
+    assert _p_note({"p": ""}) == _p_note({}) == _p_note({"p": "nan"}) == ""
