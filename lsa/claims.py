@@ -207,16 +207,19 @@ def held_note(verdict: str) -> str:
 
 
 def judged(low: float, high: float, paper_sign: int, effect: float | None = None,
-           n: int | None = None, estimate: float | None = None) -> dict[str, Any]:
+           n: int | None = None, estimate: float | None = None,
+           p: float | None = None) -> dict[str, Any]:
     """A claim's verdict (``lsa.stats.resolve_verdict``) with the numbers it rests on, as
     ``Claim`` keywords: ``Claim(..., **judged(low, high, -1, effect, n, estimate))``. Every
-    interval judged here is a 95 % one (``CONFIDENCE``)."""
+    interval judged here is a 95 % one (``CONFIDENCE``). ``p``: the p of 0 from the
+    interval's own procedure (a bootstrap's, ``lsa.stats.Resampled``); else the one the
+    interval implies (``interval_p``: exact for a t interval of ``n`` values)."""
     size = effect is not None and math.isfinite(effect) and effect != 0
     return {"verdict": resolve_verdict(low, high, paper_sign, effect, n),
             **interval_fields(low, high, estimate), "direction": paper_sign,
             "paper_effect": paper_sign * abs(effect) if size else math.nan,
             "edge": edge_distance(low, high, paper_sign, effect if size else None),
-            "p": interval_p(low, high, n) if n != 0 else math.nan}
+            "p": p if p is not None else interval_p(low, high, n) if n != 0 else math.nan}
 
 
 #: the confidence level of every interval a verdict is given on

@@ -567,13 +567,64 @@ def _clean(x, y, groups=None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None
     return x[keep], y[keep], None if groups is None else np.asarray(groups, dtype=object)[keep]
 
 
-def _bootstrap_ci(statistic, arrays, n_resamples: int, seed: int, confidence: float,
-                  groups=None) -> tuple[float, float]:
-    """BCa interval of scipy's paired bootstrap; where BCa is undefined (a resample of few
-    models can be constant, its statistic NaN) the percentile interval of the finite
-    resampled statistics. With ``groups`` (one label per row) the resampled unit is the
-    group, all its rows together (a cluster bootstrap; BCa's jackknife leaves out a group)."""
+@dataclass(frozen=True)
+class Resampled:
+    """One bootstrap of a statistic: its interval, the two-sided p of 0 from the same
+    resamples (``_inverted_p``: below ``1 - confidence`` exactly when the interval excludes 0),
+    and ``position``, the share of the resampled statistics below the estimate (0.5 for an
+    unbiased one; BCa's bias correction reads it)."""
+
+    low: float
+    high: float
+    p: float
+    position: float
+
+
+def _position(values: np.ndarray, value: float) -> float:
+    """The fraction ``u`` with ``np.percentile(values, 100 u) == value`` (linear
+    interpolation, as the interval's ends are read), clipped to [0, 1]."""
+    d = np.sort(values)
+    if value <= d[0]:
+        return 0.0
+    if value >= d[-1]:
+        return 1.0
+    k = int(np.searchsorted(d, value, side="right")) - 1
+    return float((k + (value - d[k]) / (d[k + 1] - d[k])) / (d.size - 1))
+
+
+def _inverted_p(dist: np.ndarray, z0: float | None, accel: float | None) -> float:
+    """The two-sided p of 0 by inverting the bootstrap interval: the level ``1 - p`` at which
+    the interval (BCa with bias correction ``z0`` and acceleration ``accel``; percentile where
+    they are None) has 0 at an end. BCa reads its ends at ``Phi(z0 + w / (1 - a w))``, ``w =
+    z0 + z_alpha`` (Efron & Tibshirani 1993, 14.3); solving it for the fraction where 0 lies
+    gives ``w = c / (1 + a c)``, ``c = Phi^-1(u0) - z0``."""
+    from scipy.special import ndtr, ndtri
+
+    u0 = _position(dist, 0.0)
+    if z0 is None:
+        tail = u0
+    else:
+        c = float(ndtri(u0)) - z0
+        if not math.isfinite(c):
+            tail = 0.0 if c < 0 else 1.0
+        else:
+            if 1 + accel * c <= 0:
+                return math.nan
+            tail = float(ndtr(c / (1 + accel * c) - z0))
+    return float(min(1.0, 2 * min(tail, 1 - tail)))
+
+
+def _bootstrap(statistic, arrays, n_resamples: int, seed: int, confidence: float,
+               groups=None) -> Resampled:
+    """BCa interval of scipy's paired bootstrap, and the p of 0 from the same resamples
+    (``_inverted_p``); where BCa is undefined (a resample of few models can be constant, its
+    statistic NaN) the percentile interval of the finite resampled statistics and its p. With
+    ``groups`` (one label per row) the resampled unit is the group, all its rows together (a
+    cluster bootstrap, Field & Welsh 2007; BCa's jackknife leaves out a group). A cluster
+    bootstrap needs clusters of comparable size: with one dominant cluster its level is not
+    guaranteed, which the leave-one-cluster-out refits check (``position`` shows the bias)."""
     from scipy import stats
+    from scipy.special import ndtri
 
     if groups is not None:
         labels = list(dict.fromkeys(groups))
@@ -585,20 +636,36 @@ def _bootstrap_ci(statistic, arrays, n_resamples: int, seed: int, confidence: fl
             return inner(*(a[idx] for a in rows))
 
         arrays = (np.arange(len(labels)),)
+        units = len(labels)
+        of_units = statistic
+    else:
+        units = len(arrays[0])
+
+        def of_units(picked):
+            return statistic(*(a[picked] for a in arrays))
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = stats.bootstrap(arrays, statistic, paired=True, vectorized=False,
                               n_resamples=n_resamples, confidence_level=confidence,
                               method="BCa", random_state=np.random.default_rng(seed))
+        estimate = of_units(np.arange(units))
+        jack = np.array([of_units(np.delete(np.arange(units), i)) for i in range(units)])
+    dist = np.asarray(res.bootstrap_distribution, dtype=float)
+    position = float(((dist < estimate).sum() + (dist <= estimate).sum()) / 2 / dist.size) \
+        if math.isfinite(estimate) else math.nan
     low, high = res.confidence_interval
     if np.isfinite(low) and np.isfinite(high):
-        return float(low), float(high)
-    dist = np.asarray(res.bootstrap_distribution, dtype=float)
+        u = (units - 1) * (jack.mean() - jack)
+        accel = float((u ** 3).sum() / units ** 3 / 6 / ((u ** 2).sum() / units ** 2) ** 1.5)
+        p = _inverted_p(dist, float(ndtri(position)), accel)
+        return Resampled(float(low), float(high), p, position)
     dist = dist[np.isfinite(dist)]
     if dist.size == 0:
-        return math.nan, math.nan
+        return Resampled(math.nan, math.nan, math.nan, position)
     tail = 50 * (1 - confidence)
-    return float(np.percentile(dist, tail)), float(np.percentile(dist, 100 - tail))
+    return Resampled(float(np.percentile(dist, tail)), float(np.percentile(dist, 100 - tail)),
+                     _inverted_p(dist, None, None), position)
 
 
 @dataclass(frozen=True)
@@ -611,6 +678,10 @@ class Correlation:
     high: float
     p_permutation: float
     n: int
+    #: the p of 0 from the interval's own resamples (``Resampled``) and the estimate's
+    #: position among them
+    p_bootstrap: float = math.nan
+    position: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -618,13 +689,13 @@ class Correlation:
 
 def correlation_interval(x, y, method: Method = "pearson", *, n_resamples: int = 2000,
                          seed: int = 0, confidence: float = 0.95, groups=None
-                         ) -> tuple[float, float, float]:
-    """``(r, low, high)``: one correlation with its bootstrap interval over the pairs (rows
-    with a missing value dropped; over the ``groups`` of pairs where given), without
-    ``correlation``'s permutation test."""
+                         ) -> tuple[float, Resampled]:
+    """``(r, its bootstrap)``: one correlation with its interval over the pairs (rows with a
+    missing value dropped; over the ``groups`` of pairs where given) and the p of 0 from the
+    same resamples, without ``correlation``'s permutation test."""
     x, y, groups = _clean(x, y, groups)
     corr = _corr(method)
-    return (corr(x, y), *_bootstrap_ci(corr, (x, y), n_resamples, seed, confidence, groups))
+    return corr(x, y), _bootstrap(corr, (x, y), n_resamples, seed, confidence, groups)
 
 
 def correlation_value(x, y, method: Method = "pearson") -> float:
@@ -646,12 +717,13 @@ def correlation(x, y, method: Method = "pearson", *, n_resamples: int = 2000,
     if n < 3:
         raise ValueError(f"{predictor} vs {score}: {n} models with both values; need >= 3")
     corr = _corr(method)
-    r, low, high = correlation_interval(x, y, method, n_resamples=n_resamples, seed=seed,
-                                        confidence=confidence, groups=groups)
+    r, boot = correlation_interval(x, y, method, n_resamples=n_resamples, seed=seed,
+                                   confidence=confidence, groups=groups)
     perm = stats.permutation_test((x, y), corr, permutation_type="pairings", vectorized=False,
                                   n_resamples=n_permutations, alternative="two-sided",
                                   random_state=np.random.default_rng(seed + 1))
-    return Correlation(predictor, score, method, r, low, high, float(perm.pvalue), n)
+    return Correlation(predictor, score, method, r, boot.low, boot.high, float(perm.pvalue), n,
+                       boot.p, boot.position)
 
 
 def correlation_rows(table, predictors: list[str], scores: list[str],
@@ -679,6 +751,8 @@ class Comparison:
     r_better: float = math.nan
     r_worse: float = math.nan
     direction: int = -1    # the sign the paper expects of each correlation
+    p: float = math.nan         # of 0, from the interval's own resamples (``Resampled``)
+    position: float = math.nan  # the difference's position among them
 
     @property
     def right_sign(self) -> bool:
@@ -736,10 +810,11 @@ def compare_predictors(table, a: str, b: str, score: str, method: Method = "pear
     cols, groups = _complete(table, (a, b, score), group_col)
     corr, diff = _corr(method), _difference(method, direction)
     value = diff(cols[:, 0], cols[:, 1], cols[:, 2])
-    low, high = _bootstrap_ci(diff, (cols[:, 0], cols[:, 1], cols[:, 2]), n_resamples, seed,
-                              confidence, groups)
-    return Comparison(a, b, score, method, value, low, high, len(cols),
-                      corr(cols[:, 0], cols[:, 2]), corr(cols[:, 1], cols[:, 2]), direction)
+    boot = _bootstrap(diff, (cols[:, 0], cols[:, 1], cols[:, 2]), n_resamples, seed,
+                      confidence, groups)
+    return Comparison(a, b, score, method, value, boot.low, boot.high, len(cols),
+                      corr(cols[:, 0], cols[:, 2]), corr(cols[:, 1], cols[:, 2]), direction,
+                      boot.p, boot.position)
 
 
 def p_text(p: float, n_permutations: int) -> str:
@@ -773,8 +848,9 @@ def partial_correlation(x, y, z) -> float:
 
 
 def partial_correlation_ci(x, y, z, *, n_resamples: int = 2000, seed: int = 0,
-                           confidence: float = 0.95) -> tuple[float, float, float]:
-    """``partial_correlation(x, y, z)`` and its bootstrap interval (resampling models)."""
+                           confidence: float = 0.95) -> tuple[float, Resampled]:
+    """``partial_correlation(x, y, z)`` and its bootstrap (resampling models): its interval
+    and the p of 0 from the same resamples."""
     x, y, z = (np.asarray(v, dtype=float) for v in (x, y, z))
     keep = np.isfinite(x) & np.isfinite(y) & np.isfinite(z)
     x, y, z = x[keep], y[keep], z[keep]
@@ -786,5 +862,4 @@ def partial_correlation_ci(x, y, z, *, n_resamples: int = 2000, seed: int = 0,
         except (ValueError, np.linalg.LinAlgError):
             return math.nan
 
-    low, high = _bootstrap_ci(stat, (x, y, z), n_resamples, seed, confidence)
-    return r, low, high
+    return r, _bootstrap(stat, (x, y, z), n_resamples, seed, confidence)

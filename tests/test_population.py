@@ -57,9 +57,10 @@ def test_partial_correlation_removes_what_the_training_loss_explains():
     rng = np.random.default_rng(1)
     z = rng.normal(size=200)
     x, y = z + 0.1 * rng.normal(size=200), z + 0.1 * rng.normal(size=200)
-    r, low, high = stats.partial_correlation_ci(x, y, z, n_resamples=300)
+    r, boot = stats.partial_correlation_ci(x, y, z, n_resamples=300)
     assert stats.correlation(x, y, n_resamples=100, n_permutations=100).r > 0.95
-    assert low <= r <= high and abs(r) < 0.25  # independent noise once z is removed
+    assert boot.low <= r <= boot.high and abs(r) < 0.25  # independent noise once z is removed
+    assert (boot.p < 0.05) == (not boot.low <= 0 <= boot.high)  # its p is its interval's
 
 
 def test_units_average_seeds_and_the_primary_view_keeps_untrained_unexcluded_models():

@@ -288,15 +288,42 @@ def test_a_cluster_bootstrap_counts_a_cluster_once():
     rng = np.random.default_rng(3)
     x = rng.normal(size=12)
     y = 0.5 * x + rng.normal(size=12)
-    r, low, high = stats.correlation_interval(x, y, n_resamples=500)
+    r, one = stats.correlation_interval(x, y, n_resamples=500)
     xs, ys, groups = np.repeat(x, 3), np.repeat(y, 3), np.repeat(np.arange(12), 3)
-    r3, low3, high3 = stats.correlation_interval(xs, ys, n_resamples=500, groups=groups)
-    assert (r3, low3, high3) == pytest.approx((r, low, high))
-    _, low_rows, high_rows = stats.correlation_interval(xs, ys, n_resamples=500)
-    assert high_rows - low_rows < 0.8 * (high - low)
+    r3, three = stats.correlation_interval(xs, ys, n_resamples=500, groups=groups)
+    assert (r3, three.low, three.high, three.p) == pytest.approx((r, one.low, one.high, one.p))
+    _, rows = stats.correlation_interval(xs, ys, n_resamples=500)
+    assert rows.high - rows.low < 0.8 * (one.high - one.low)
     # singletons: the cluster bootstrap is the row bootstrap
     assert stats.correlation_interval(x, y, n_resamples=300, groups=np.arange(12)) == \
         pytest.approx(stats.correlation_interval(x, y, n_resamples=300))
+
+
+@pytest.mark.parametrize("clustered", [False, True])
+def test_a_bootstraps_p_is_its_own_interval_inverted(clustered):
+    """One procedure for an interval and its p (issue 61): p < 0.05 exactly when the 95 %
+    interval excludes 0, and the same bootstrap at level 1 - p has 0 at an end (BCa and its
+    percentile fallback alike), on skewed data and unequal clusters."""
+    rng = np.random.default_rng(7)
+    seen = set()
+    for trial in range(12):
+        n = 14
+        x = rng.exponential(size=n)
+        y = (trial - 6) * 0.08 * x + rng.exponential(size=n)
+        groups = np.r_[np.zeros(6), np.arange(1, n - 5)] if clustered else None
+        r, boot = stats.correlation_interval(x, y, n_resamples=400, seed=trial, groups=groups)
+        assert 0 <= boot.p <= 1 and 0 <= boot.position <= 1
+        assert (boot.p < 0.05) == (not boot.low <= 0 <= boot.high), (trial, boot)
+        seen.add(boot.p < 0.05)
+        if 0.002 < boot.p < 0.998:  # at level 1 - p, one end of the interval is 0
+            again = stats._bootstrap(stats._corr("pearson"), (x, y), 400, trial, 1 - boot.p,
+                                     groups)
+            assert min(abs(again.low), abs(again.high)) < 1e-6, (trial, again)
+    assert seen == {True, False}  # both sides of 0.05 were tried
+    # the percentile fallback: p from the finite resamples' own ranks
+    dist = np.array([-1.0, 0.5, 1.0, 2.0, 3.0])
+    # 0 lies 1/1.5 of the way from -1 to 0.5, the 1st to 2nd of 5 sorted values: u0 = (2/3) / 4
+    assert stats._inverted_p(dist, None, None) == pytest.approx(2 * (1 / 1.5) / 4)
 
 
 def test_table1_clusters_the_base_model_and_its_rope_copies():

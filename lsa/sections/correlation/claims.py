@@ -129,7 +129,8 @@ def table1_claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
             claim="The misalignment correlates negatively with the long-context score",
             paper=f"r = {mis.value} (7 models, LongBench-E)", grade=mis.grade,
             ours=_corr_text(row, n_permutations),
-            **judged(row["low"], row["high"], -1, mis.value, estimate=row["r"]),
+            **judged(row["low"], row["high"], -1, mis.value, estimate=row["r"],
+                     p=row.get("p_bootstrap")),
             evidence=f"score: {label}; 95 % bootstrap interval over clusters of units (the "
                      "base model and its RoPE copies one cluster); "
                      + resolution_text(row["low"], row["high"], mis.value)))
@@ -139,7 +140,8 @@ def table1_claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
             id="T1.2", section="Sec. 4.1",
             claim="The training loss correlates negatively with the score",
             paper=f"r = {ce.value}", grade=ce.grade, ours=_corr_text(row, n_permutations),
-            **judged(row["low"], row["high"], -1, ce.value, estimate=row["r"]),
+            **judged(row["low"], row["high"], -1, ce.value, estimate=row["r"],
+                     p=row.get("p_bootstrap")),
             evidence="training loss = CE at l_train on the training books; "
                      + resolution_text(row["low"], row["high"], ce.value)))
 
@@ -168,7 +170,8 @@ def table1_claims(rows: pd.DataFrame, comp: pd.DataFrame, partial: pd.DataFrame,
             id="T1.3", section="Sec. 4.1",
             claim="The misalignment predicts the score better than the training loss",
             paper=f"r {mis.value} vs {ce.value}", grade=mis.grade, ours=text,
-            **{**judged(c["low"], c["high"], +1, effect, estimate=c["difference"]),
+            **{**judged(c["low"], c["high"], +1, effect, estimate=c["difference"],
+                        p=c.get("p")),
                "verdict": verdict},
             evidence="difference of the correlations in the paper's direction (negative); "
                      "bootstrap over clusters of units; "

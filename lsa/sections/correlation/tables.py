@@ -219,10 +219,10 @@ def partial_rows(table: pd.DataFrame, score_cols: list[str], given: str = "train
             cols = table[[pred, score, given]].dropna()
             if len(cols) < 5:
                 continue
-            r, low, high = stats.partial_correlation_ci(cols[pred], cols[score], cols[given],
-                                                        n_resamples=n_resamples, seed=seed)
+            r, boot = stats.partial_correlation_ci(cols[pred], cols[score], cols[given],
+                                                   n_resamples=n_resamples, seed=seed)
             rows.append({"predictor": pred, "score": score, "given": given, "r": r,
-                         "low": low, "high": high, "n": len(cols)})
+                         "low": boot.low, "high": boot.high, "p": boot.p, "n": len(cols)})
     return pd.DataFrame(rows)
 
 
@@ -360,10 +360,10 @@ def unit_influence(table: pd.DataFrame, score: str, *, n_resamples: int = 2000, 
         kinds = ", ".join(dict.fromkeys(table.loc[cluster == name, "kind"]))
         found = []
         for c in has:
-            r, low, high = stats.correlation_interval(rest[c], rest[score],
-                                                      n_resamples=n_resamples, seed=seed,
-                                                      groups=groups)
-            found.append((f"r({c})", r, low, high, {}))
+            r, boot = stats.correlation_interval(rest[c], rest[score],
+                                                 n_resamples=n_resamples, seed=seed,
+                                                 groups=groups)
+            found.append((f"r({c})", r, boot.low, boot.high, {}))
         for stat, (a, b) in pairs.items():
             if stat in full:
                 d = stats.compare_predictors(rest, a, b, score, n_resamples=n_resamples,
