@@ -44,8 +44,10 @@ Kind = Literal["paper", "control"]
 #: did not run; ``reading``, our reading of the paper; ``check``, a manipulation check (the
 #: regularizer lowers the term it minimises: not a verdict on the paper); ``objection``, a
 #: review's objection tested as the review read the paper's claim (not the paper's claim: not
-#: in its Holm family); ``control``, the project's controls and audits (``kind`` "control")
-Origin = Literal["paper", "extension", "reading", "check", "objection", "control"]
+#: in its Holm family); ``control``, the project's controls and audits (``kind`` "control");
+#: ``study``, the project's confirmatory study (issue 62, section 07: its own families and
+#: verdict words, ``lsa.study``; never counted with the paper's claims)
+Origin = Literal["paper", "extension", "reading", "check", "objection", "control", "study"]
 
 #: the methods the paper ran each of its fine-tuning claims on (a claim about another method is
 #: an extension): Tables 2-3 (CLEX, LongQLoRA, EABF), Table 4's alpha sweep (CLEX), Table 5's
@@ -85,9 +87,9 @@ PAPER: dict[str, Reference] = {
     "table1/pearson_train_loss": Reference(-0.55, "A", "Table 1 (a third-party note: |r| = 0.62)"),
     # Tables 2-3: LongBench-E and perplexity, Llama-2-7B, 200 steps
     "table2/clex_redpajama/ce/longbench": Reference(24.7, "A", "Table 2"),
-    "table2/clex_redpajama/ce/ppl": Reference(6.12, "A", "Table 2"),
+    "table2/clex_redpajama/ce/ppl": Reference(6.12, "B", "Table 2 as the seeds summary gives it"),
     "table2/clex_redpajama/a0.1/longbench": Reference(26.6, "A", "Table 2"),
-    "table2/clex_redpajama/a0.1/ppl": Reference(5.88, "A", "Table 2"),
+    "table2/clex_redpajama/a0.1/ppl": Reference(5.88, "B", "Table 2 as the seeds summary gives it"),
     "table2/clex_redpajama/a0.5/longbench": Reference(24.7, "B", "Table 2"),
     "table2/clex_redpajama/a0.5/ppl": Reference(6.54, "B", "Table 2"),
     "table2/clex_pg19/ce/longbench": Reference(22.5, "B", "Table 2"),
@@ -336,14 +338,19 @@ ORIGIN_TITLES = {"paper": "The paper's claims, as it ran them",
                  "check": "Manipulation checks (not verdicts on the paper)",
                  "objection": "The reviews' objections, as the reviews read the paper's claim "
                               "(not in the paper's Holm family)",
-                 "control": "The project's controls and audits"}
+                 "control": "The project's controls and audits",
+                 "study": "The confirmatory study (issue 62): its own families, never counted "
+                          "with the paper's claims"}
 #: the words ``counts_sentence`` counts each origin with
-ORIGIN_WORDS = {"paper": "claims of the paper, as it ran them",
+ORIGIN_WORDS = {"paper": "claims of the paper, as it ran them, judged on an interval",
+                "threshold": "threshold checks of the paper's claims (Section 3's synthetic "
+                             "tasks: no interval; not counted with the claims above)",
                 "extension": "extensions (not run by the paper)",
                 "reading": "readings of ours",
                 "check": "manipulation checks (not verdicts)",
                 "objection": "objections of the reviews (not the paper's claims)",
-                "control": "of the project's controls and audits (not verdicts on the paper)"}
+                "control": "of the project's controls and audits (not verdicts on the paper)",
+                "study": "tests of the confirmatory study (its own families)"}
 
 
 def by_kind(table) -> list[tuple[str, Any]]:
@@ -365,15 +372,28 @@ def _in_order(verdicts) -> list[str]:
                                                  order.index(v) if v in order else 0, v))
 
 
+def threshold_checks(table):
+    """Which rows are the paper's claims judged by a threshold without an interval: Section
+    3's synthetic tasks (a majority of seeds, or one seed), where judged at all (not "premise
+    not met" or "not run")."""
+    return ((table["origin"] == "paper") & table["section"].astype(str).str.startswith("Sec. 3")
+            & ~table["verdict"].isin([PREMISE_NOT_MET, NOT_RUN]))
+
+
 def verdict_counts(table) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-    """``(paper, apart)``: the paper's claims as it ran them (origin ``paper``) by verdict
-    (every verdict of ``VERDICT_ORDER``, zeros included), and every other origin's rows by
-    verdict or outcome (those that occur), counted apart: ``{origin: {verdict: n}}``."""
-    paper_rows = table[table["origin"] == "paper"]
+    """``(paper, apart)``: the paper's claims as it ran them (origin ``paper``) judged on an
+    interval, by verdict (every verdict of ``VERDICT_ORDER``, zeros included), and, counted
+    apart (``{kind: {verdict: n}}``), its threshold checks (``threshold_checks``) first, then
+    every other origin's rows by verdict or outcome (those that occur)."""
+    checks = threshold_checks(table)
+    paper_rows = table[(table["origin"] == "paper") & ~checks]
     other = sorted(set(paper_rows["verdict"]) - set(VERDICT_ORDER))  # an older snapshot's words
     paper_counts = paper_rows["verdict"].value_counts().reindex(VERDICT_ORDER + other,
                                                                 fill_value=0)
     apart = {}
+    if checks.any():
+        counts = table.loc[checks, "verdict"].value_counts()
+        apart["threshold"] = {v: int(counts[v]) for v in _in_order(table.loc[checks, "verdict"])}
     for origin in ORIGIN_TITLES:
         rows = table[table["origin"] == origin]
         if origin != "paper" and len(rows):

@@ -53,7 +53,7 @@ def test_extension_claims_set_the_paper_beside_ours():
     # 10 % lower perplexity: beyond the paper's 0.04 nats
     assert clex["verdict"] == "agrees, larger than the paper's effect"
     assert "6.12 -> 5.88" in clex["paper"]
-    assert clex["grade"] == "A"
+    assert clex["grade"] == "B"  # its perplexities only the seeds summary gives (issue 61)
     yarn = claims["CE + 0.1 misalign lowers long-window perplexity (yarn)"]
     assert yarn["verdict"] == "disagrees" and yarn["grade"] == "?"
     growth = claims["The regularizer flattens the growth of perplexity with length (clex)"]

@@ -54,12 +54,20 @@ def test_at_most_fifteen_lines_of_the_papers_claims():
 
 
 def test_claims_without_an_interval_take_one_line_per_section():
+    """Threshold checks (no interval) are counted apart, after the claims judged on an
+    interval, and never cut by the fifteen lines (issue 61)."""
     rows = [claim(f"S3.{i}", f"c{i}", section="Sec. 3", verdict=v, ours="by seed")
             for i, v in enumerate(["agrees", "agrees", "disagrees"], start=1)]
+    rows += [claim(f"X{i}", f"c{i}", **judged(0.1, 0.2, +1, 0.15, n=3)) for i in range(20)]
     text = headline(claims_table(rows))
-    assert ("- Sec. 3, 3 claims without an interval (a majority of seeds, or one seed): "
-            "2 agrees (S3.1, S3.2), 1 disagrees (S3.3)") in text
-    assert "- S3.1" not in text
+    checks = ("- Sec. 3, 3 threshold checks without an interval (a majority of seeds, or one "
+              "seed; not counted with the claims above): 2 agrees (S3.1, S3.2), 1 disagrees "
+              "(S3.3)")
+    assert checks in text and "- S3.1" not in text
+    assert "(20 judged on an interval, the metric's and the regularizer's first, and 3 " \
+           "threshold checks;" in text
+    lines = text.splitlines()
+    assert lines.index(checks) > max(i for i, x in enumerate(lines) if x.startswith("- X"))
 
 
 def test_the_headline_says_what_the_fine_tuning_verdicts_rest_on():
@@ -92,3 +100,18 @@ def test_an_objections_answer_carries_its_p_and_says_which_family():
     assert _p_note({"p": "0.0204", "p_holm": ""}) == "; p 0.02, outside the paper's Holm family"
     assert _p_note({"p": 0.0204, "p_holm": 0.1}) == "; p 0.02, Holm p 0.1"
     assert _p_note({"p": ""}) == _p_note({}) == _p_note({"p": "nan"}) == ""
+
+
+def test_threshold_checks_are_counted_apart_from_the_claims_judged_on_an_interval():
+    """Section 3's threshold checks never add to the interval claims' "agrees" (issue 61)."""
+    from lsa.claims import counts_sentence, verdict_counts
+
+    rows = [claim(f"S3.{i}", f"c{i}", section="Sec. 3", verdict="agrees", ours="by seed")
+            for i in (1, 2)]
+    rows += [claim("T1.1", "c", **judged(-0.5, -0.1, -1, -0.85, n=10)),
+             claim("S3.3", "c", section="Sec. 3", verdict="not run", ours="-")]
+    counts, apart = verdict_counts(claims_table(rows))
+    assert sum(counts.values()) == 2 and counts["agrees"] == 0 and counts["not run"] == 1
+    assert list(apart) == ["threshold"] and apart["threshold"] == {"agrees": 2}
+    text = counts_sentence(counts, apart)
+    assert text.index("judged on an interval**") < text.index("**2 threshold checks")

@@ -252,7 +252,7 @@ for profile in ("smoke", "gpu-small"):
         (run.folder / "metrics.jsonl").write_text('{"step": 1, "ce": 2.0}\\n')
         write_json(run.folder / "run_info.json", {"seed": 0})
         mark_finished(run.folder, {"steps": 1})
-    # every reader but Section 3's, which trains its models in the kernel
+    # every reader but Section 3's (its run's table reads back in tests/test_synthetic.py)
     runtable.read_tables(pipe, runs_of(pipe), [t for t in runtable.READERS if t != "synthetic"])
     pipeline.check_runs(pipe)
 print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))

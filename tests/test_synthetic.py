@@ -358,3 +358,15 @@ def test_workers_die_when_their_parent_is_killed(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_an_outrep_claim_on_another_task_than_fig_1c_is_graded_b_at_most():
+    """Fig. 1c shows OutRep on length prediction: the same reference read for another task
+    (sum) is a weaker source (issue 61: grades follow their sources)."""
+    cfg = SyntheticConfig(tasks=["length"], encodings=["nope"], outrep_tasks=["length", "sum"],
+                          outrep_transforms=["sqrt"], train_max_len=2, test_max_len=3, seeds=1)
+    rows = [[task, "nope", f, 0, length, 1.0, 0.0] for task in ("length", "sum")
+            for f in ("identity", "sqrt") for length in (1, 2, 3)]
+    grades = {c["claim"]: c["grade"] for c in synthetic_claims(fake_per_length(rows), cfg)}
+    assert grades["OutRep sqrt improves length prediction (nope)"] == "A"
+    assert grades["OutRep sqrt improves sum prediction (nope)"] == "B"

@@ -163,10 +163,11 @@ def test_publish_copies_claims_pngs_and_notebooks_and_stamps_them(out_root, tmp_
                                          f"sections/{publish.REPORT}/run_info.json"]
     assert published.load("smoke", dest).manifest == manifest
     index = (dest.parent / "README.md").read_text()
-    assert "## `pub`" in index and "**1 claims of the paper, as it ran them**" in index
+    assert "## `pub`" in index and \
+        "**1 claims of the paper, as it ran them, judged on an interval**" in index
     results = (dest / "RESULTS.md").read_text()
     assert re.search(r"\| G1 +\| q +\| 1 \[0\.8, 1\.2\] +\| >= 0\.5 +\| pass +\|", results)
-    counts = ("**1 claims of the paper, as it ran them**: 1 agrees, "
+    counts = ("**1 claims of the paper, as it ran them, judged on an interval**: 1 agrees, "
               "0 agrees in direction, smaller than the paper's effect, "
               "0 agrees, larger than the paper's effect, "
               "0 agrees in direction; the paper gives no size, 0 disagrees, "
