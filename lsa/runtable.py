@@ -298,6 +298,13 @@ def audit_models(method: str) -> list[str]:
     return ["base", f"{method}_a0_s0", f"{method}_a0.1_s0", f"base_{method}_x2"]
 
 
+def beyond_window(pipe: PipelineConfig) -> frozenset[str]:
+    """The models of ``audit_models`` measured beyond the window they were trained at: the base
+    model without a RoPE setting, at ``l_train`` when that exceeds its ``base_window``."""
+    over = pipe.finetune.l_train > pipe.pretrain.model.base_window
+    return frozenset({"base"} if over else set())
+
+
 def read_last_positions(pipe: PipelineConfig, plan: RunSet) -> pd.DataFrame:
     """The last-position samples (``l_extra``, ``top1_change``, ``tv``) of each finished model
     of ``audit_models``, tagged with ``model``, in that order."""
@@ -366,6 +373,7 @@ class RunTables:
     references: pd.DataFrame | None = None    # read_references
     synthetic: pd.DataFrame | None = None     # read_synthetic (Section 3's grid)
     sections: dict[str, dict[str, Any]] | None = None  # read_sections (the report's inputs)
+    study: dict[str, Any] | None = None       # read_study (the confirmatory study)
     names: dict[str, list[str]] = field(default_factory=dict)
 
     def need(self, *tables: str) -> None:
@@ -403,7 +411,100 @@ READERS: dict[str, Callable[[PipelineConfig, RunSet], dict[str, Any]]] = {
     "references": lambda pipe, plan: {"references": read_references(plan)},
     "synthetic": lambda pipe, plan: {"synthetic": read_synthetic(plan)},
     "sections": lambda pipe, plan: {"sections": read_sections(pipe, plan)},
+    "study": lambda pipe, plan: {"study": read_study(pipe, plan)},
 }
+
+
+def _study_row(run, values: dict[str, Any], pipe: PipelineConfig) -> dict[str, Any]:
+    """One finished study (or pilot) run as ``lsa.study``'s ``runs`` table has it."""
+    from lsa.study import finite_run, outcome
+
+    m, log, l_train = run.metrics(), run.log(), pipe.finetune.l_train
+    outcomes = pipe.study.outcomes
+    return {**values, **{k: outcome(m, where, l_train) for k, where in outcomes.items()},
+            "ppl1": (m["perplexity"].get(str(l_train)) or {}).get("ppl", math.nan),
+            "finite": finite_run(m, log, outcomes, l_train)}
+
+
+def _pilot(pipe: PipelineConfig) -> pd.DataFrame | None:
+    """The pilot's runs of the study's arms (``study.pilot_profile``'s published snapshot,
+    checked against its manifest), as ``lsa.study``'s ``runs`` table: each finished run of
+    its plan whose settings are an arm's on one of the study's methods."""
+    from lsa import published
+    from lsa.config import load_config
+    from lsa.runs import RunSet
+
+    st = pipe.study
+    snapshot = published.load(st.pilot_profile) if st.pilot_profile else None
+    if snapshot is None:
+        return None
+    other = load_config(profile=st.pilot_profile)
+    plan = RunSet(other, root=snapshot.runs)
+    arms = {(a.alpha, a.divergence if a.alpha else "sce", a.ce_on, a.stream): a for a in st.arms}
+    rows = []
+    for run in plan.finetune.values():
+        s = run.spec
+        arm = arms.get((s.alpha, s.divergence, s.ce_on, s.stream))
+        if (arm is None or s.method not in arm.methods or s.steps is not None
+                or s.l_extra_setting != 1 or not run.finished):
+            continue
+        base = other.pretrain.seed if s.base_seed is None else s.base_seed
+        rows.append(_study_row(run, {"base": base, "method": s.method, "arm": arm.name,
+                                     "seed": s.seed}, other))
+    return pd.DataFrame(rows)
+
+
+def read_study(pipe: PipelineConfig, plan: RunSet) -> dict[str, Any]:
+    """The confirmatory study's tables (``lsa.study``'s module docstring): ``runs`` (each
+    finished study run), ``bases`` (each planned base: its stage, whether it is complete, G1
+    and G2, the far-copy gain, its perplexity at ``l_train`` as its own run measures it),
+    ``g3`` (``lsa.gates.gate_g3`` per method pooled over the complete bases that pass G1 and
+    G2: their copy probes averaged per probe, each base's CE-only run a unit), ``pilot`` (the
+    pilot's runs, or None) and ``kept`` (how many runs are read from kept blocks). Every kept
+    file is checked against its checksum first (``lsa.kept.verify``)."""
+    from lsa import gates, kept
+    from lsa.study import base_plan, pooled_base
+
+    st, g = pipe.study, pipe.gates
+    l0, l_train = pipe.pretrain.model.base_window, pipe.finetune.l_train
+    if plan.kept:
+        kept.verify(pipe.profile)
+    runs = pd.DataFrame([_study_row(plan.finetune[r["name"]],
+                                    {k: r[k] for k in ("base", "method", "arm", "seed")}, pipe)
+                         for r in plan.study if plan.finetune[r["name"]].finished],
+                        columns=["base", "method", "arm", "seed", *st.outcomes, "ppl1",
+                                 "finite"])
+    finished = {r["name"]: plan.finetune[r["name"]].finished for r in plan.study}
+    metrics: dict[int, dict[str, Any]] = {}
+    rows = []
+    for name, base in plan.bases.items():
+        seed = int(name.removeprefix("base_s"))
+        m = metrics[seed] = base.metrics() if base.finished else {}
+        g1, g2 = gates.gate_g1(m, l0, g.g1_min_gain), gates.gate_g2(m, l0, g.g2_min_loss)
+        rows.append({"base": seed, "complete": base.finished and all(
+                         finished[r["name"]] for r in plan.study if r["base"] == seed),
+                     "g1": g1.passed if base.finished else None,
+                     "g2": g2.passed if base.finished else None, "g1_gain": g1.value,
+                     "base_ppl1": ((m.get("validation_perplexity") or {}).get(str(l_train))
+                                   or {}).get("ppl", math.nan),
+                     "base_nll4": math.nan})
+    bases = pd.DataFrame(rows)
+    passed = {r["base"]: r["g1"] is True and r["g2"] is True for r in rows
+              if r["g1"] is not None}
+    stages = base_plan(st, passed).stages
+    bases["stage"] = bases["base"].map({s: k for k, members in enumerate(stages, 1)
+                                        for s in members})
+    good = [r["base"] for r in rows if r["complete"] and passed.get(r["base"])]
+    g3 = {}
+    for method in st.methods:
+        ce = [plan.finetune[r["name"]].metrics() for r in plan.study
+              if r["base"] in good and r["method"] == method and r["arm"] == "ce_a"
+              and r["seed"] == r["base"]]
+        g3[method] = gates.gate_g3(method, pooled_base([metrics[b] for b in good]) if good
+                                   else {}, ce, [], l0, l_train, g.g3_min_recovery,
+                                   g.g3_min_room, g.bootstrap, pipe.seed)
+    return {"runs": runs, "bases": bases, "g3": g3, "pilot": _pilot(pipe),
+            "kept": len(plan.kept)}
 
 
 def read_tables(pipe: PipelineConfig, plan: RunSet, tables: list[str]) -> RunTables:

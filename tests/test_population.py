@@ -428,3 +428,28 @@ def test_analyse_needs_its_tables():
 
     with pytest.raises(ValueError, match="last_positions"):
         correlation.analyse(smoke_pipe(), runtable.RunTables(models=raw_models()), [])
+
+
+def test_objection_one_is_answered_by_g1_then_models_inside_their_window():
+    """The answer to "labels change when the context is cut" (issue 61): G1's far-copy gain
+    first, then audit 3 on models inside their window, and a model measured beyond its window
+    only as a labelled control, last."""
+    from lsa.config import load_config
+    from lsa.gates import Gate
+    from lsa.runtable import beyond_window
+    from lsa.sections.correlation.claims import label_change_text
+
+    top1 = pd.DataFrame([
+        {"model": "base", "l_extra_mid": 100.0, "l_extra": "65-128", "samples": 32,
+         "top1_changed": 0.59, "low": 0.36, "high": 0.78, "tv": 0.4},
+        {"model": "eabf_a0_s0", "l_extra_mid": 100.0, "l_extra": "65-128", "samples": 32,
+         "top1_changed": 0.2, "low": 0.12, "high": 0.29, "tv": 0.1}])
+    g1 = Gate("G1", "q", 1.31, 1.2, 1.4, 0.5, True, "")
+    text = label_change_text(top1, frozenset({"base"}), g1)
+    assert text.startswith("G1: the far occurrence lowers the copy NLL by 1.31 [1.20, 1.40] "
+                           "nats at the base window (passes its bar of 0.5)")
+    inside, control = text.index("models inside their window"), text.index("control, a model")
+    assert inside < text.index("eabf_a0_s0 20% [12, 29] of 32 positions") < control
+    assert control < text.index("base 59% [36, 78]")
+    assert label_change_text(pd.DataFrame()) == ""
+    assert beyond_window(load_config(profile="mini")) == {"base"}  # 128-token base at 256

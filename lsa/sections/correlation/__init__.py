@@ -110,7 +110,9 @@ def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> Correla
                  "views": by_view.to_dict(orient="records"),
                  "comparisons": comp.to_dict(orient="records"), "ranking_l2_sce": ranking,
                  "noise": claims.noise_text(primary),
-                 "label_change": claims.label_change_text(top1),
+                 "label_change": claims.label_change_text(
+                     top1, runtable.beyond_window(pipe), next(
+                         (g for g in gates if g.gate == "G1"), None)),
                  "narrative": claims.narrative(primary, pd.concat([rows, parts]), main)})
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from lsa.claims import Claim, Verdict, judged, paper
+from lsa.gates import Gate
 from lsa.sections.correlation.tables import comparison, pearson, pearson_rows
 from lsa.stats import (
     EXCLUDES_ZERO,
@@ -301,18 +302,36 @@ def _influence_claim(influence: pd.DataFrame, pear: pd.DataFrame, comp: pd.DataF
                  "above) from the fit on every unit", kind="control")
 
 
-def label_change_text(top1: pd.DataFrame) -> str:
-    """Audit 3 in one sentence (the headline's answer to "labels change under truncation"):
-    per model, at its largest ``l_extra`` bin, how often the most likely next token changes
-    when the context is cut, with its Wilson interval, and the probability mass that moves."""
-    if top1 is None or top1.empty:
-        return ""
+def label_change_text(top1: pd.DataFrame, outside: frozenset[str] = frozenset(),
+                      g1: Gate | None = None) -> str:
+    """The headline's answer to "labels change under truncation", G1 first: whether the base
+    model uses its far context at all (G1's far-copy gain), then audit 3 on the models inside
+    their window (per model, at its largest ``l_extra`` bin, how often the most likely next
+    token changes when the context is cut, with its Wilson interval, and the probability mass
+    that moves), then, labelled as a control, the models measured ``outside`` their window."""
     parts = []
-    for model, sub in top1.groupby("model", sort=False):
-        row = sub.loc[sub["l_extra_mid"].idxmax()]
-        share, low, high = (100 * row[c] for c in ("top1_changed", "low", "high"))
-        parts.append(f"{model}: the most likely next token changes at {share:.0f}% [{low:.0f}, "
-                     f"{high:.0f}] of {int(row['samples'])} positions when {row['l_extra']} "
-                     f"tokens are cut (total variation {row['tv']:.2f})")
-    more = f" (and {len(parts) - 1} more models: notebook 02)" if len(parts) > 1 else ""
-    return f"audit 3 (Section 4.1): {parts[0]}{more}"
+    if g1 is not None and math.isfinite(g1.value):
+        parts.append(f"G1: the far occurrence lowers the copy NLL by {g1.value:.2f} "
+                     f"[{g1.low:.2f}, {g1.high:.2f}] nats at the base window "
+                     f"({'passes' if g1.passed else 'fails'} its bar of {g1.threshold:g})")
+
+    def models(frame: pd.DataFrame) -> list[str]:
+        out = []
+        for model, sub in frame.groupby("model", sort=False):
+            row = sub.loc[sub["l_extra_mid"].idxmax()]
+            share, low, high = (100 * row[c] for c in ("top1_changed", "low", "high"))
+            out.append(f"{model} {share:.0f}% [{low:.0f}, {high:.0f}] of "
+                       f"{int(row['samples'])} positions ({row['l_extra']} tokens cut, total "
+                       f"variation {row['tv']:.2f})")
+        return out
+
+    if top1 is not None and not top1.empty:
+        inside = top1[~top1["model"].isin(outside)]
+        if len(inside):
+            parts.append("audit 3 (Section 4.1), models inside their window: the most likely "
+                         "next token changes at " + "; ".join(models(inside)))
+        beyond = top1[top1["model"].isin(outside)]
+        if len(beyond):
+            parts.append("control, a model measured beyond its window: "
+                         + "; ".join(models(beyond)))
+    return "; ".join(parts)
