@@ -16,7 +16,9 @@ come from the copy probes (``lsa.evaluate.longrange``; every model on the same p
   (``(base(l) - run(l)) / (base(l) - base(L0))``), and their copy NLL rises by at least
   ``g3_min_room`` nats from ``l_train`` to ``2 l_train`` (a failure for the regularizer to
   fix); two-level intervals over seeds and probes. Against raw fine-tuning without a
-  positional method (``none``) at ``2 l_train`` is shown beside it, not gated;
+  positional method (``none``) at ``2 l_train`` is shown beside it, not gated. Raw fine-tuning
+  has a G3 of its own (``G3.none``), the premise of the claims about it alone (Section 5.3's
+  parts), never of a claim that names no method;
 - **G4** *room to align* (descriptive, no threshold): the Jeffreys part of the misalignment of
   the base model and of the CE-only runs, beside its standard error.
 
@@ -240,6 +242,9 @@ def compute_gates(pipe: PipelineConfig, plan: RunSet | None = None) -> list[Gate
     base_probe = probe.metrics() if probe is not None and probe.finished else None
     g3 = [gate_g3(method, base, runs, raw, l0, l_train, g.g3_min_recovery, g.g3_min_room,
                   g.bootstrap, pipe.seed) for method, runs in ce_runs.items()]
+    if raw:  # raw fine-tuning's own premise (the claims about method none: Section 5.3's parts)
+        g3.append(gate_g3(RAW, base, raw, [], l0, l_train, g.g3_min_recovery, g.g3_min_room,
+                          g.bootstrap, pipe.seed))
     return [gate_g1(base, l0, g.g1_min_gain), gate_g2(base, l0, g.g2_min_loss), *g3,
             gate_g4(base_probe, [m for m in all_ce if m.get("method") != "none"])]
 
@@ -247,8 +252,9 @@ def compute_gates(pipe: PipelineConfig, plan: RunSet | None = None) -> list[Gate
 def needed_gates(gates: list[Gate], required: Sequence[str], method: str | None = None
                  ) -> list[str]:
     """The gates a verdict rests on: its section's ``required`` ones (its declaration's
-    ``gates``), with ``G3`` read as the claim's own method's ``G3.<method>`` (every G3 row
-    where the claim names no method)."""
+    ``gates``), with ``G3`` read as the claim's own method's ``G3.<method>`` (raw fine-tuning's,
+    ``G3.none``, for a claim about it), every positional method's G3 where the claim names no
+    method."""
     out = []
     for name in required:
         if name != "G3":
@@ -256,8 +262,19 @@ def needed_gates(gates: list[Gate], required: Sequence[str], method: str | None 
         elif method:
             out.append(f"G3.{method}")
         else:
-            out.extend(g.gate for g in gates if g.gate.startswith("G3."))
+            out.extend(f"G3.{m}" for m in g3_methods(gates))
     return out
+
+
+#: raw fine-tuning, the method without a positional extension: its G3 is the premise of the
+#: claims about it, not of every claim (``needed_gates``)
+RAW = "none"
+
+
+def g3_methods(gates: list[Gate]) -> list[str]:
+    """The positional methods that have a G3 (raw fine-tuning's left out)."""
+    return [g.gate.removeprefix("G3.") for g in gates
+            if g.gate.startswith("G3.") and g.gate != f"G3.{RAW}"]
 
 
 def premise(gates: list[Gate], required: Sequence[str], method: str | None = None
@@ -270,7 +287,7 @@ def premise(gates: list[Gate], required: Sequence[str], method: str | None = Non
         return True, "no premise gate applies to this section"
     known = {g.gate: g for g in gates}
     failed = [n for n in needed if n not in known or known[n].passed is not True]
-    methods = [g.gate.removeprefix("G3.") for g in gates if g.gate.startswith("G3.")]
+    methods = g3_methods(gates)
     if "G3" in required and method is None and not methods:
         failed.append("G3 (no fine-tuned method)")
     elif "G3" in required and method is None:

@@ -231,3 +231,21 @@ def test_a_method_claims_rest_on_its_own_g3():
     assert gates.premise(found, FINETUNING, "eabf") == (
         True, "premise met: G1, G2, G3.eabf passed")
     assert gates.needed_gates(found, BABILONG, "clex") == ["G1", "G2"]
+
+
+def test_raw_fine_tuning_has_its_own_g3_and_no_other_claim_waits_on_it():
+    """A claim about raw fine-tuning (method none: Section 5.3's parts) rests on G3.none, which
+    is computed from the raw CE-only runs; a claim naming no method waits on the positional
+    methods' G3 only (issue 61: no claim waits on a gate never computed)."""
+    g1 = gates.Gate("G1", "q", 1, 0.9, 1.1, 0.5, True, "")
+    g2 = gates.Gate("G2", "q", 1, 0.9, 1.1, 0.5, True, "")
+    eabf = gates.Gate("G3.eabf", "q", 2, 1.5, 2.5, 0.5, True, "")
+    raw = gates.Gate("G3.none", "q", 0.1, 0.0, 0.3, 0.5, False, "")
+    found = [g1, g2, eabf, raw]
+    assert gates.needed_gates(found, FINETUNING, "none") == ["G1", "G2", "G3.none"]
+    assert gates.needed_gates(found, FINETUNING) == ["G1", "G2", "G3.eabf"]
+    claims = [{"id": "A6.1", "verdict": "agrees", "method": "none"},
+              {"id": "C", "verdict": "agrees"}]
+    held = gates.apply_premise(claims, found, FINETUNING)
+    assert [c["verdict"] for c in held] == ["premise not met", "agrees"]
+    assert gates.premise(found, FINETUNING)[1].startswith("premise met for eabf")

@@ -87,6 +87,21 @@ def test_smoke_metrics_content(smoke_run):
     assert {(r["method"], r["alpha"]) for r in table["longbench"]} == {("pi", 0.0), ("pi", 0.1)}
 
 
+def test_no_claim_waits_on_a_gate_that_is_not_computed(smoke_run):
+    """Every gate a section's claim rests on (its declared gates, G3 read as its method's) is
+    among the gates the section computed (issue 61: A6.1 waited on a G3.none never made)."""
+    from lsa.gates import Gate, needed_gates
+
+    pipe = pipeline_config("smoke")
+    for key, spec in pipe.sections.items():
+        metrics = files.read_json(paths.metrics_file("smoke", key))
+        computed = {g["gate"] for g in metrics.get("gates") or []}
+        for claim in metrics.get("claims", []):
+            needed = needed_gates([Gate(**g) for g in metrics.get("gates") or []],
+                                  spec.gates, claim.get("method") or None)
+            assert set(needed) <= computed, (key, claim["id"], sorted(set(needed) - computed))
+
+
 def test_rerun_does_nothing_and_a_notebook_edit_reruns_it_and_the_report(smoke_run):
     start = time.time()
     out = run([tool("snakemake"), "--cores", "all", "--config", "profile=smoke"])
