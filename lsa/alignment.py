@@ -23,11 +23,12 @@ from lsa.misalign import (
 from lsa.options import CE_ON, CeOn, Detach, DivergenceName, Positions, ReduceTerms
 
 
-def _objective(fused: bool, chunk_size: int | None, *args, **kwargs
+def _objective(fused: bool, chunking: dict, *args, **kwargs
                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``objective`` as written above, or (``fused``) the same function from lsa/fused.py."""
+    """``objective`` as written above, or (``fused``) the same function from lsa/fused.py with
+    ``chunking`` (its ``chunk_size`` and ``chunk_bytes``)."""
     if fused:
-        return fused_objective(*args, chunk_size=chunk_size, **kwargs)
+        return fused_objective(*args, **chunking, **kwargs)
     return objective(*args, **kwargs)
 
 
@@ -38,20 +39,22 @@ def _mean_weights(mask: torch.Tensor) -> torch.Tensor:
 
 def ce_loss(logits: torch.Tensor, tokens: torch.Tensor, *,
             answer_mask: torch.Tensor | None = None, answer_weight: float = 0.0,
-            chunk_size: int | None = DEFAULT_CHUNK, fused: bool = True
+            chunk_size: int | None = None, chunk_bytes: int | None = None,
+            fused: bool = True
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """``(loss, ce, answer_ce)`` of one batch of windows: the token-mean next-token CE of
     ``(B, T, V)`` logits on ``(B, T)`` tokens (as ``model(tokens, labels=tokens).loss``), plus
     ``answer_weight`` times the mean CE of the tokens marked in ``answer_mask`` (``(B, T)``,
     True at answer tokens; zero when none is marked): ``loss = ce + answer_weight *
     answer_ce``; ``ce`` and ``answer_ce`` carry no gradient. Computed by the fused, chunked
-    objective (lsa/fused.py), or by ``objective`` with ``fused=False`` (``chunk_size`` then
-    unused)."""
+    objective (lsa/fused.py: ``chunk_size`` and ``chunk_bytes`` as there), or by ``objective``
+    with ``fused=False`` (both then unused)."""
     weights = [_mean_weights(torch.ones_like(tokens[:, 1:], dtype=torch.bool))]
     if answer_mask is not None:
         weights.append(_mean_weights(answer_mask[:, 1:]))
     coefs = [1.0, answer_weight][:len(weights)]
-    loss, values = _objective(fused, chunk_size, logits, tokens, weights, coefs)
+    chunking = {"chunk_size": chunk_size, "chunk_bytes": chunk_bytes}
+    loss, values = _objective(fused, chunking, logits, tokens, weights, coefs)
     return loss, values[0], values[1] if answer_mask is not None else None
 
 
@@ -79,7 +82,8 @@ def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *
                       detach: Detach = "none",
                       positions: Positions = "all",
                       ce_on: CeOn = "a",
-                      chunk_size: int | None = DEFAULT_CHUNK,
+                      chunk_size: int | None = None,
+                      chunk_bytes: int | None = None,
                       measure_misalign: bool = True,
                       answer_mask: torch.Tensor | None = None,
                       answer_weight: float = 0.0, fused: bool = True) -> MisalignOutput:
@@ -92,9 +96,9 @@ def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *
     ``tokens``, True at answer tokens, which lie in window B) adds ``answer_weight`` times the
     answers' CE to the CE term (BABILong fine-tuning). The loss is ``objective`` over the
     logits of ``[A; B]``. By default the CE terms and the divergence come from one fused pass
-    over the logits (``lsa.fused.fused_objective``), whose backward pass runs once;
-    ``fused=False`` computes them with autograd as written in ``objective`` (``chunk_size``
-    then unused). Only ``loss`` carries a gradient.
+    over the logits (``lsa.fused.fused_objective``, with its ``chunk_size`` and
+    ``chunk_bytes``), whose backward pass runs once; ``fused=False`` computes them with autograd
+    as written in ``objective`` (both then unused). Only ``loss`` carries a gradient.
     """
     if alpha < 0:
         raise ValueError(f"alpha = {alpha}: must be >= 0")
@@ -117,7 +121,8 @@ def misalignment_loss(model, tokens: torch.Tensor, l_train: int, l_extra: int, *
     measured = bool(alpha) or measure_misalign
     pairs = Pairs(tuple(range(n)), tuple(range(n, 2 * n)), sel_a.start, sel_b.start,
                   sel_b.stop - sel_b.start) if measured else None
-    loss, values = _objective(fused, chunk_size, logits, both, weights, coefs, pairs,
+    chunking = {"chunk_size": chunk_size, "chunk_bytes": chunk_bytes}
+    loss, values = _objective(fused, chunking, logits, both, weights, coefs, pairs,
                               alpha=alpha, divergence=divergence, reduce_terms=reduce_terms,
                               detach=detach)
     ce = (values[:-1] * torch.tensor(coefs, device=values.device)).sum()

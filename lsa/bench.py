@@ -8,13 +8,22 @@ Four step variants on the same model, optimizer and shapes (``N`` sequences of
 - ``ce_ab+sce``: CE of both windows + alpha * SCE over the overlap (same forward as ``ce_ab``);
 - ``ce_a+sce``: CE of window A + alpha * SCE (the default regularized step; forward of 2N).
 
-*Equal tokens*: ``ce_ab+sce`` / ``ce_ab`` (the cost of the SCE term itself; targets: time
-<= 1.05x, peak memory <= 1.10x). *Equal sequences*: ``ce_a+sce`` / ``ce_a`` (the cost per
-training sequence, about 2x: two windows). Times are medians over repeats, variants interleaved
-so that drift hits them alike. Peak memory is the step's own high-water mark above the memory
-held before it: ``torch.cuda.max_memory_allocated`` on a GPU, the process's peak RSS
+*Equal tokens*: ``ce_ab+sce`` / ``ce_ab`` (the cost of the SCE term itself, the paper's
+comparison; targets: time <= 1.05x, peak memory <= 1.10x). *Equal sequences*: ``ce_a+sce`` /
+``ce_a`` (the cost per training sequence, about 2x: two windows). Each variant's tokens per
+second count the tokens it runs through the model (``N x l_train`` for ``ce_a``, twice that for
+the others). Times are medians over repeats after a warm-up step of each, variants interleaved
+so that drift hits them alike; on a GPU each step is timed by CUDA events (device time between
+the step's first and last launch). Peak memory is the step's own high-water mark above the
+memory held before it: ``torch.cuda.max_memory_allocated`` on a GPU, the process's peak RSS
 (``VmHWM``, reset through ``/proc/self/clear_refs``) on a CPU, in a process whose large
 allocations glibc maps and unmaps directly (so that the resident size follows live memory).
+
+Shapes: ``SHAPES`` by default (minutes on 2 CPU cores), ``--quick`` a toy one (tests),
+``--shape llama7b`` the loss of a Llama-2-7B-like step (hidden 4096, vocabulary 32000, windows
+of 8192 positions, one sequence: the paper profile's fine-tuning; one layer, so that the loss,
+not the model, is what differs), slow on a CPU. ``profile_shape`` gives a profile's own
+(scripts/gpu_check.py measures ``gpu-small``'s and the 7B-like one on a GPU).
 """
 
 from __future__ import annotations
@@ -61,6 +70,25 @@ SHAPES = {
                             512, 256, 1),
 }
 QUICK = {"tiny": Shape("tiny (test)", 512, 32, 2, 2, 64, 32, 16, 2)}
+#: opt-in shapes (``--shape``): the loss of a Llama-2-7B-like step, windows of the paper's 8192
+LARGE = {"llama7b": Shape("Llama-2-7B-like loss (hidden 4096, vocab 32000, 2 x 8192 positions)",
+                          32000, 4096, 1, 32, 11008, 8192, 2048, 1)}
+
+
+def profile_shape(pipe, layers: int | None = None) -> Shape:
+    """A profile's fine-tuning step as a bench shape: its base model (``layers`` of them: all
+    by default), its window ``l_train`` and batch, ``l_extra`` a quarter of the window (an
+    overlap of three quarters)."""
+    m, f = pipe.pretrain.model, pipe.finetune
+    return Shape(f"{pipe.profile} (hidden {m.hidden_size}, vocab {pipe.pretrain.data.vocab_size})",
+                 pipe.pretrain.data.vocab_size, m.hidden_size, layers or m.n_layers, m.n_heads,
+                 m.intermediate_size, f.l_train, f.l_train // 4, f.optim.batch_size)
+
+
+def tokens_of(variant: str, shape: Shape) -> int:
+    """The tokens a step of ``variant`` runs through the model: window A alone for ``ce_a``,
+    windows A and B for the others."""
+    return shape.batch * shape.l_train * (1 if variant == "ce_a" else 2)
 
 
 def _rss_kib(field: str) -> int:
@@ -100,19 +128,21 @@ class PeakMemory:
 
 
 def make_step(model, opt, variant: str, tokens: torch.Tensor, shape: Shape, alpha: float,
-              chunk_size: int | None) -> Callable[[], None]:
+              chunk_bytes: int | None) -> Callable[[], None]:
     l_train, l_extra = shape.l_train, shape.l_extra
 
-    def step() -> None:
-        if variant == "ce_a":
-            window = tokens[:, :l_train]
-            loss = ce_loss(model(input_ids=window).logits, window, chunk_size=chunk_size)[0]
-        else:
-            out = misalignment_loss(
-                model, tokens, l_train, l_extra, alpha=alpha if variant.endswith("+sce") else 0.0,
-                ce_on="both" if variant.startswith("ce_ab") else "a", chunk_size=chunk_size,
-                measure_misalign=variant.endswith("+sce"))
-            loss = out.loss
+    def step() -> None:  # bf16 autocast on a GPU, as the GPU profiles train
+        with torch.autocast(tokens.device.type, torch.bfloat16, enabled=tokens.is_cuda):
+            if variant == "ce_a":
+                window = tokens[:, :l_train]
+                loss = ce_loss(model(input_ids=window).logits, window,
+                               chunk_bytes=chunk_bytes)[0]
+            else:
+                loss = misalignment_loss(
+                    model, tokens, l_train, l_extra,
+                    alpha=alpha if variant.endswith("+sce") else 0.0,
+                    ce_on="both" if variant.startswith("ce_ab") else "a",
+                    chunk_bytes=chunk_bytes, measure_misalign=variant.endswith("+sce")).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -120,10 +150,14 @@ def make_step(model, opt, variant: str, tokens: torch.Tensor, shape: Shape, alph
     return step
 
 
-def bench_shape(shape: Shape, repeats: int, alpha: float = 0.1, chunk_size: int | None = 512,
-                device: str | None = None, seed: int = 0, measure: str = "both"
+def bench_shape(shape: Shape, repeats: int, alpha: float = 0.1,
+                chunk_bytes: int | None = None, device: str | None = None,
+                seed: int = 0, measure: str = "both", trace: Path | None = None
                 ) -> dict[str, Any]:
-    """Median step time (``measure`` "time" or "both") and peak memory ("memory" or "both")."""
+    """Median step time (``measure`` "time" or "both") and peak memory ("memory" or "both")
+    of each variant, its tokens and tokens per second; on a GPU, steps in bf16 autocast and
+    timed by CUDA events, and with ``trace`` one more step of each variant under the profiler,
+    its Chrome trace written to ``trace`` (a folder)."""
     from lsa.models import count_parameters, scratch_llama
 
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -133,10 +167,11 @@ def bench_shape(shape: Shape, repeats: int, alpha: float = 0.1, chunk_size: int 
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, shape.vocab_size, (shape.batch, shape.l_train + shape.l_extra),
                            generator=gen).to(dev)
-    steps = {v: make_step(model, opt, v, tokens, shape, alpha, chunk_size) for v in VARIANTS}
+    steps = {v: make_step(model, opt, v, tokens, shape, alpha, chunk_bytes) for v in VARIANTS}
     out: dict[str, Any] = {"shape": asdict(shape), "parameters": count_parameters(model),
-                           "device": str(dev), "alpha": alpha, "chunk_size": chunk_size,
-                           "repeats": repeats}
+                           "device": str(dev), "alpha": alpha, "chunk_bytes": chunk_bytes,
+                           "repeats": repeats,
+                           "tokens": {v: tokens_of(v, shape) for v in VARIANTS}}
     for step in steps.values():  # warm-up (allocates the optimizer state)
         step()
     if measure in ("memory", "both"):
@@ -150,15 +185,42 @@ def bench_shape(shape: Shape, repeats: int, alpha: float = 0.1, chunk_size: int 
         times: dict[str, list[float]] = {v: [] for v in VARIANTS}
         for _ in range(repeats):
             for variant, step in steps.items():
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-                start = time.perf_counter()
-                step()
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-                times[variant].append(time.perf_counter() - start)
+                times[variant].append(_timed(step, dev))
         out["time_s"] = {v: statistics.median(t) for v, t in times.items()}
+        out["tokens_per_s"] = {v: out["tokens"][v] / out["time_s"][v] for v in VARIANTS}
+    if trace is not None:
+        out["trace"] = str(_profile(steps, dev, Path(trace) / f"{shape.l_train}-{shape.vocab_size}"
+                                    ".json"))
     return out
+
+
+def _timed(step: Callable[[], None], dev: torch.device) -> float:
+    """Seconds of one step: CUDA events on a GPU (the queue drained first), else wall time."""
+    if dev.type != "cuda":
+        start = time.perf_counter()
+        step()
+        return time.perf_counter() - start
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize(dev)
+    begin.record()
+    step()
+    end.record()
+    end.synchronize()
+    return begin.elapsed_time(end) / 1e3
+
+
+def _profile(steps: dict[str, Callable[[], None]], dev: torch.device, path: Path) -> Path:
+    """One step of each variant under ``torch.profiler``, its Chrome trace at ``path``."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with profile(activities=activities) as prof:
+        for variant, step in steps.items():
+            with record_function(variant):
+                step()
+    prof.export_chrome_trace(str(path))
+    return path
 
 
 def add_ratios(result: dict[str, Any]) -> dict[str, Any]:
@@ -182,8 +244,9 @@ TARGETS = {"equal_tokens_time": 1.05, "equal_tokens_memory": 1.10}
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = ["| shape | params | device | CE-only step | CE+SCE step | time x (equal tokens) | "
-             "memory x (equal tokens) | time x (equal sequences) | memory x (equal sequences) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "memory x (equal tokens) | time x (equal sequences) | memory x (equal sequences) | "
+             "tokens/s (ce_a, ce_ab, ce_ab+sce, ce_a+sce) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         ratio, t = r["ratios"], r["time_s"]
 
@@ -192,11 +255,13 @@ def table(results: list[dict[str, Any]]) -> str:
                                                 f" (target {TARGETS[key]})")
             return f"{ratio[key]:.3f}{ok}"
 
+        rates = ", ".join(f"{r['tokens_per_s'][v]:,.0f}" for v in VARIANTS)
         lines.append(
             f"| {r['shape']['name']} | {r['parameters'] / 1e6:.1f}M | {r['device']} | "
             f"{t['ce_ab'] * 1e3:.0f} ms | {t['ce_ab+sce'] * 1e3:.0f} ms | "
             f"{mark('equal_tokens_time')} | {mark('equal_tokens_memory')} | "
-            f"{mark('equal_sequences_time')} | {mark('equal_sequences_memory')} |")
+            f"{mark('equal_sequences_time')} | {mark('equal_sequences_memory')} | "
+            f"{rates} |")
     return "\n".join(lines)
 
 
@@ -214,13 +279,27 @@ def _cpu_peaks(args) -> list[dict[str, int]]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "peaks.json"
         argv = [sys.executable, "-m", "lsa", "bench", "misalign", "--memory-only",
-                "--out", str(out)] + (["--quick"] if args.quick else [])
+                "--out", str(out)] + (["--quick"] if args.quick else []) + \
+            (["--shape", args.shape] if getattr(args, "shape", None) else [])
         subprocess.run(argv, env={**os.environ, **MMAP_ENV}, check=True)
         return [r["peak_bytes"] for r in json.loads(out.read_text())["results"]]
 
 
+def shapes_of(args) -> dict[str, Shape]:
+    """The shapes ``args`` ask for: ``--quick``'s, ``--shape NAME``'s, else ``SHAPES``."""
+    if args.quick:
+        return QUICK
+    name = getattr(args, "shape", None)
+    if name is None:
+        return SHAPES
+    every = {**SHAPES, **LARGE}
+    if name not in every:
+        raise ValueError(f"--shape {name!r}: one of {', '.join(every)}")
+    return {name: every[name]}
+
+
 def main(args) -> int:
-    shapes = QUICK if args.quick else SHAPES
+    shapes = shapes_of(args)
     torch.manual_seed(0)
     repeats = 1 if args.quick else args.repeats
     if getattr(args, "memory_only", False):

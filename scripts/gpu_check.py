@@ -3,9 +3,18 @@
 
 On one GPU, within minutes and without network: pretrain the ``gpu-small`` base model briefly
 (bf16), extend it LongQLoRA-style (PI + LoRA + S2) for a few steps with CE only and with
-CE + 0.1 SCE, measure tokens/s and peak memory of both (the regularizer's cost on a GPU), load
-the base in NF4 4-bit when bitsandbytes is installed (said so when it is not), and evaluate
-perplexity at 2x and 4x the window. ``--tiny`` runs the same path with toy sizes on a CPU (tests).
+CE + 0.1 SCE, measure tokens/s (the tokens each arm runs through the model) and peak memory of
+both, load the base in NF4 4-bit when bitsandbytes is installed (said so when it is not), and
+evaluate perplexity at 2x and 4x the window. ``--tiny`` runs the same path with toy sizes on a
+CPU (tests).
+
+``misalign_cost`` measures the regularizer's cost as ``python -m lsa bench misalign`` does
+(lsa/bench.py), at ``gpu-small``'s step (its model, 8 x 1024 tokens per window, overlap 768)
+and at a Llama-2-7B-like loss shape (hidden 4096, vocabulary 32000, windows of 8192): step time
+and peak memory of CE + 0.1 SCE against CE on both windows (equal tokens, the paper's
+comparison) and against CE on window A (equal sequences), each arm's tokens and tokens per
+second; on a GPU in bf16, timed by CUDA events after a warm-up step, the arms interleaved,
+``repeats`` times, with one profiled step of each kept as a Chrome trace.
 
 ``--jobs`` then runs one job of each kind ``gpu-small`` has (``job_kinds``: the base model, a
 CLEX fine-tuning run with CE + 0.1 SCE, its BABILong and LongBench-E evaluations, a probe) as
@@ -30,7 +39,9 @@ import torch
 
 
 def _timed_steps(model, stream, objective, optim, seed: int, steps: int) -> dict[str, float]:
-    """Tokens/s and peak memory of ``steps`` optimizer steps (after one warm-up step)."""
+    """Tokens/s and peak memory of ``steps`` optimizer steps (after one warm-up step); the
+    tokens are those the step runs through the model (window A alone for CE on it, windows A
+    and B with the regularizer), not the ``l_extra`` tokens a batch also holds."""
     from lsa.train import compute_loss, step_batch
 
     device = next(model.parameters()).device
@@ -52,7 +63,7 @@ def _timed_steps(model, stream, objective, optim, seed: int, steps: int) -> dict
         parts["loss"].backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        tokens += batch.numel()
+        tokens += batch.shape[0] * objective.l_train * (2 if objective.needs_windows else 1)
     if device.type == "cuda":
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
@@ -163,6 +174,35 @@ def run(profile: str = "gpu-small", tiny: bool = False, pretrain_steps: int = 30
     return report
 
 
+def misalign_cost(profile: str = "gpu-small", repeats: int = 5, traces: Path | None = None,
+                  tiny: bool = False) -> dict[str, Any]:
+    """The regularizer's cost at ``profile``'s step and the 7B-like loss shape (``--tiny``: the
+    bench's toy shape, for tests), both ratios per shape (module docstring); the traces'
+    paths relative to the repository."""
+    from lsa.bench import LARGE, QUICK, add_ratios, bench_shape, profile_shape
+    from lsa.config import load_config
+
+    shapes = dict(QUICK) if tiny else {profile: profile_shape(load_config(profile=profile)),
+                                       **LARGE}
+    out: dict[str, Any] = {}
+    for name, shape in shapes.items():
+        result = add_ratios(bench_shape(shape, repeats, trace=traces))
+        if "trace" in result:
+            result["trace"] = _relative(result["trace"])
+        out[name] = result
+    return out
+
+
+def _relative(path) -> str:
+    """``path`` relative to the repository (never absolute in the report)."""
+    import os
+
+    return os.path.relpath(Path(path).resolve(), ROOT)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
 #: what job_kinds changes in a profile: steps and sample counts only, never a shape
 def check_overrides(profile: str, steps: int = 1) -> dict[str, Any]:
     optim = {"steps": steps, "warmup_steps": 0, "save_every": 0}
@@ -260,14 +300,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", action="store_true",
                         help="then one job of each kind of the profile (job_kinds)")
     parser.add_argument("--job-steps", type=int, default=3)
+    parser.add_argument("--cost-repeats", type=int, default=5,
+                        help="repeats of each arm in misalign_cost")
+    parser.add_argument("--traces", default="gpu_check_out/traces",
+                        help="where misalign_cost's profiler traces go")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     # each part runs and is reported even when the other fails (a lent GPU is rarely lent twice)
-    parts = {"quick": lambda: run(args.profile, args.tiny, args.pretrain_steps, args.steps, out)}
+    parts = {"quick": lambda: run(args.profile, args.tiny, args.pretrain_steps, args.steps, out),
+             "misalign_cost": lambda: misalign_cost(args.profile, args.cost_repeats,
+                                                    Path(args.traces), args.tiny)}
     if args.jobs:
         parts["job_kinds"] = lambda: job_kinds(out, args.profile, args.job_steps)
-    report: dict[str, Any] = {}
+    report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "commit": _commit()}
     for name, part in parts.items():
         try:
             report[name] = part()
@@ -275,7 +321,21 @@ def main(argv: list[str] | None = None) -> int:
             report[name] = {"failed": traceback.format_exc()}
         (out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str))
     print(json.dumps(report, indent=2, default=str))
-    return int(any("failed" in part for part in report.values()))
+    return int(any("failed" in part for part in report.values() if isinstance(part, dict)))
+
+
+def _commit() -> str | None:
+    """The checkout's commit (None without git), with ``+changes`` when the tree differs."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+changes" if dirty else "")
 
 
 if __name__ == "__main__":

@@ -92,6 +92,8 @@ class Scripted:
     number of prompt tokens, as text (so a batched answer is checkable by hand); counts the
     prompts it answered."""
 
+    config = None  # a plain model: padding is safe for it (lsa.evaluate.pads_safely)
+
     def __init__(self, tokenizer):
         import torch
 
@@ -100,6 +102,9 @@ class Scripted:
 
     def parameters(self):
         return iter([self.weight])
+
+    def modules(self):
+        return iter([])
 
     def eval(self):
         return self

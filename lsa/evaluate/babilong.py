@@ -15,7 +15,9 @@ Scorers (``BabilongConfig.scorer``):
 
 Prompts start with the tokenizer's start tokens (one BOS where the model's tokenizer adds one)
 and fit ``length`` tokens with them. Decoding is batched (left padding, attention mask) where
-the model's attention honours the padding mask; the outputs equal the unbatched ones.
+padding is safe for the model (``lsa.evaluate.pads_safely``), one prompt at a time where it
+is not, each from the model's original state (``lsa.evaluate.forget_prompts``); the outputs
+equal the unbatched ones, in any order.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import torch
 
 from lsa.data.babi import TASK_LABELS
 from lsa.data.babilong import BabilongSample
+from lsa.evaluate import forget_prompts, pads_safely
 
 
 @dataclass
@@ -90,21 +93,6 @@ def is_correct(output: str, target: str, question: str, labels: list[str],
     return SCORERS[scorer](output, target, question, labels)
 
 
-def pads_safely(model) -> bool:
-    """Whether left padding leaves each row's output as it is alone: not for lsa's S2 and EABF
-    attention functions (they ignore the padding mask; EABF scales by index), nor for rotary
-    embeddings whose scale follows the longest row of the batch (CLEX, dynamic NTK)."""
-    from lsa.extend.attention import EABF_ATTENTION, S2_ATTENTION
-    from lsa.extend.clex import ClexRotaryEmbedding
-
-    config = model.config
-    if getattr(config, "_attn_implementation", None) in (S2_ATTENTION, EABF_ATTENTION):
-        return False
-    if (getattr(config, "rope_parameters", None) or {}).get("rope_type") == "dynamic":
-        return False
-    return not any(isinstance(m, ClexRotaryEmbedding) for m in model.modules())
-
-
 @torch.no_grad()
 def generate_answers(model, tokenizer, prompts: list[str], max_new_tokens: int = 4,
                      batch_size: int = 1) -> list[str]:
@@ -131,6 +119,7 @@ def generate_answers(model, tokenizer, prompts: list[str], max_new_tokens: int =
         for row, i in enumerate(chunk):
             ids[row, width - len(encoded[i]):] = torch.tensor(encoded[i])
             mask[row, width - len(encoded[i]):] = 1
+        forget_prompts(model)
         out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
                              max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
                              pad_token_id=pad)

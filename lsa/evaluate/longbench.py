@@ -9,6 +9,10 @@ LongBench-format files) and notebook 03's Tables 2-3 layout.
   tables (``dataset2prompt.json``, ``dataset2maxlen.json``) from the benchmark's config folder.
 - Prompts longer than the model's budget are truncated in the middle (first half + last half of
   the tokens); greedy decoding of ``dataset2maxlen`` tokens; no chat template (base models).
+  Prompts are decoded ``batch_size`` at a time, left-padded, where padding is safe for the
+  model (``lsa.evaluate.pads_safely``), else one at a time (EABF, LongQLoRA's S2 attention,
+  CLEX, dynamic NTK), each from the model's original state (``lsa.evaluate.forget_prompts``),
+  so that an answer never depends on the batch or the prompts' order.
 - Metrics per dataset as THUDM/LongBench ``LongBench/metrics.py`` and ``eval.py`` compute them,
   with the packages the benchmark uses (optional group ``lsa[longbench]``):
 
@@ -52,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from lsa.config import LONGBENCH_E_DATASETS
+from lsa.evaluate import forget_prompts, pads_safely
 from lsa.files import atomic_write_text, bad_input
 
 DATASETS = list(LONGBENCH_E_DATASETS)
@@ -345,7 +350,8 @@ def prediction_line(row: dict[str, Any], pred: str) -> str:
 def generate_batch(model, tokenizer, prompts: list[list[int]], max_new_tokens: int
                    ) -> list[str]:
     """Greedy answers to token-id prompts generated together: left-padded with the end token,
-    masked, and decoded after the padded prompt length (one prompt: no padding at all)."""
+    masked, and decoded after the padded prompt length (one prompt: no padding at all), from
+    the model's original state (``forget_prompts``)."""
     import torch
 
     device = next(model.parameters()).device
@@ -353,6 +359,7 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], max_new_tokens: i
     width = max(len(ids) for ids in prompts)
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    forget_prompts(model)
     with torch.no_grad():
         out = model.generate(ids, attention_mask=mask, do_sample=False,
                              max_new_tokens=max_new_tokens, pad_token_id=pad)
@@ -362,12 +369,15 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], max_new_tokens: i
 def evaluate(model, tokenizer, data_dir: str | Path, config_dir: str | Path, max_length: int,
              datasets: list[str] | None = None, limit: int | None = None,
              pred_dir: str | Path | None = None, batch_size: int = 1) -> dict[str, Any]:
-    """Greedy generation on every dataset, scores per bucket, and the averaged score. With
-    ``pred_dir``, each prediction is appended to ``pred_dir/<dataset>.jsonl`` (LongBench's
-    form) as it is made, and the predictions already there are reused: a rerun, or a job
-    restarted after a kill, generates only the missing ones."""
+    """Greedy generation on every dataset, scores per bucket, and the averaged score.
+    ``batch_size`` prompts at a time where padding is safe for the model (``pads_safely``), one
+    at a time where it is not. With ``pred_dir``, each prediction is appended to
+    ``pred_dir/<dataset>.jsonl`` (LongBench's form) as it is made, and the predictions already
+    there are reused: a rerun, or a job restarted after a kill, generates only the missing
+    ones."""
     prompts, maxlen = load_tables(config_dir)
     model.eval()
+    batch_size = batch_size if pads_safely(model) else 1
     results: dict[str, dict[str, float]] = {}
     for dataset in datasets or DATASETS:
         rows = load_dataset_file(data_dir, dataset, limit)
