@@ -11,6 +11,9 @@ inputs: workflow/settings.yaml.
 """
 
 
+from lsa.cluster import check_submission
+
+
 configfile: "config/config.yaml"
 
 
@@ -28,6 +31,13 @@ localrules:
 
 
 workflow.localrules(*LOCAL_RULES)
+
+
+# under a cluster executor, on the submitting host before its first job (never inside a job, never
+# on a dry run): an interpreter path the jobs can run, an account where the cluster keeps
+# accounts, a status command that sees jobs end (lsa/cluster.py); each problem is one line
+onstart:
+    check_submission(workflow)
 
 
 rule all:

@@ -1,6 +1,7 @@
 """The GPU and cluster path: the resources and partitions Snakemake assigns each job in dry
-runs of profiles/local and profiles/slurm, the rules kept on the submitting host, GPUs claimed
-per job, multi-process runs (their identity, their global batch, their `accelerate launch`),
+runs of profiles/local and profiles/slurm, the rules kept on the submitting host, the check
+before any job is submitted (lsa/cluster.py, a stand-in sbatch), GPUs claimed per job,
+multi-process runs (their identity, their global batch, their `accelerate launch`),
 the sharded full fine-tuning config on two CPU processes, and the jobs' conda environment."""
 
 import argparse
@@ -11,11 +12,14 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
+from test_location import copy_working_tree
 
-from lsa import devices
+from lsa import cluster, devices
 from lsa.config import OptimConfig, load_config
 from lsa.pipeline import planned_resources, rule_name, workflow_settings
 from lsa.runs import runs_of
@@ -73,8 +77,11 @@ def test_local_profile_gives_each_job_its_resources(profile, out_root, gpu_data)
     assigned = check_resources(stdout, profile)
     runs = {rule_name(r): r for r in runs_of(load_config(profile=profile))}
     gpus = {int(assigned[name]["gpu"]) for name in runs}
-    # paper's full fine-tunes: 4 processes, a GPU each (finetune.method_processes, processes)
-    assert gpus == {"smoke": {0}, "gpu-small": {1}, "paper": {1, 4}}[profile]
+    # paper's full fine-tunes: 4 processes, a GPU each (finetune.method_processes, processes);
+    # Section 3's grid is a CPU job in every profile
+    assert gpus == {"smoke": {0}, "gpu-small": {0, 1}, "paper": {0, 1, 4}}[profile]
+    assert all(int(assigned[rule_name(r)]["gpu"]) == 0 for r in runs.values()
+               if r.kind == "synthetic")
     # the run jobs' commands are those finished runs were made by (a changed command would
     # retrain them): the job takes its GPU count from settings.yaml itself (lsa.devices)
     commands = [line for line in stdout.splitlines() if " -m lsa " in line]
@@ -90,13 +97,148 @@ def test_local_profile_gives_each_job_its_resources(profile, out_root, gpu_data)
 def test_slurm_profile_sends_gpu_jobs_to_the_gpu_partition(profile, out_root, gpu_data):
     stdout = dry_run("--profile", "profiles/slurm", "--config", f"profile={profile}")
     assigned = check_resources(stdout, profile)
-    assert all(got["slurm_account"] == "CHANGE_ME" for got in assigned.values())
+    # no placeholder account: a cluster that keeps accounts is asked for one (lsa.cluster)
+    assert not any("slurm_account" in got for got in assigned.values())
     if profile == "paper":  # Llama-2-7B is read into host memory before the GPU
         for run_ in runs_of(load_config(profile="paper")):
             got = assigned[rule_name(run_)]
+            if run_.kind == "synthetic":  # Section 3's grid: small models on the CPU
+                assert got["slurm_partition"] == "cpu" and int(got["gpu"]) == 0
+                continue
             assert got["slurm_partition"] == "gpu" and int(got["gpu"]) == run_.processes
             # runtimes from python -m lsa plan (tests/test_plan.py), an hour at least
             assert int(got["mem_mb"]) >= 48000 and int(got["runtime"]) >= 60
+
+
+SHOW_CONFIG = """Configuration data as of 2026-12-06T04:10:00
+AccountingStorageHost   = (null)
+AccountingStorageType   = {}
+MinJobAge               = 3600 sec
+"""
+
+
+def test_the_accounting_of_a_cluster_is_read_from_scontrol():
+    assert cluster.accounting_storage(SHOW_CONFIG.format("accounting_storage/slurmdbd")) == \
+        "accounting_storage/slurmdbd"
+    assert cluster.accounting_storage("MinJobAge = 300 sec\n") is None
+
+    def scontrol(text, rc=0):
+        return lambda cmd, **kw: SimpleNamespace(returncode=rc, stdout=text)
+
+    assert cluster.cluster_accounting(scontrol(SHOW_CONFIG.format("accounting_storage/none"))) \
+        is False
+    assert cluster.cluster_accounting(scontrol(SHOW_CONFIG.format("accounting_storage/slurmdbd")))
+    assert cluster.cluster_accounting(scontrol("", rc=1)) is None  # no controller to ask
+
+    def missing(cmd, **kw):
+        raise FileNotFoundError(cmd[0])
+
+    assert cluster.cluster_accounting(missing) is None  # no SLURM client here
+
+
+def test_an_interpreter_path_with_a_space_is_refused_for_cluster_jobs():
+    assert cluster.interpreter_problem("slurm", "/opt/lsa/.venv/bin/python") is None
+    line = cluster.interpreter_problem("slurm", "/tmp/my lsa/.venv/bin/python")
+    assert "'/tmp/my lsa/.venv/bin/python'" in line and "exit 127" in line
+    assert "issue 3211" in line and "path without a space" in line and "\n" not in line
+    assert cluster.interpreter_problem("slurm", "/tmp/tab\there/python")
+
+
+def test_slurm_needs_an_account_where_the_cluster_keeps_accounts_and_squeue_where_not():
+    assert cluster.slurm_problems(True, [], False, "sacct") == []
+    assert cluster.slurm_problems(None, ["base"], False, "sacct") == []  # nothing known
+    (line,) = cluster.slurm_problems(True, ["probe", "base", "base"], False, "sacct")
+    assert line.startswith("this cluster keeps accounts and 2 rule(s) name none (base, ...)")
+    assert "slurm_account" in line and "--slurm-no-account" in line
+    assert cluster.slurm_problems(True, ["base"], True, "sacct") == []  # no account, on purpose
+    (line,) = cluster.slurm_problems(False, ["base"], False, "sacct")
+    assert "accounting_storage/none" in line and "--slurm-status-command squeue" in line
+    assert cluster.slurm_problems(False, ["base"], False, "squeue") == []
+
+
+def fake_workflow(executor="slurm", local=False, dryrun=False, main=True, accounts=("a", None),
+                  no_account=False, status="squeue"):
+    """What lsa.cluster reads of a Snakemake workflow about to execute: two submitted jobs
+    with the given accounts, and a local one without."""
+    jobs = [SimpleNamespace(rule=SimpleNamespace(name=f"rule{i}"), is_local=False,
+                            resources={"slurm_account": a} if a else {})
+            for i, a in enumerate(accounts)]
+    jobs.append(SimpleNamespace(rule=SimpleNamespace(name="all"), is_local=True, resources={}))
+    return SimpleNamespace(
+        is_main_process=main, local_exec=local, dryrun=dryrun,
+        executor_plugin=SimpleNamespace(name=executor),
+        executor_settings=SimpleNamespace(no_account=no_account, status_command=status),
+        dag=SimpleNamespace(needrun_jobs=lambda: iter(jobs)))
+
+
+def test_the_check_runs_for_cluster_submission_only():
+    spaced, keeps = "/x y/python", (lambda: True)
+    (line,) = cluster.submission_problems(fake_workflow(), spaced, lambda: None)
+    assert line.startswith("the interpreter's path holds a space ('/x y/python'): the slurm ")
+    both = cluster.submission_problems(fake_workflow(), spaced, keeps)
+    assert len(both) == 2 and "1 rule(s) name none (rule1, ...)" in both[1]
+    assert cluster.submission_problems(fake_workflow(accounts=("a", "b")), "/p", keeps) == []
+    # another cluster executor: the interpreter only
+    assert len(cluster.submission_problems(fake_workflow("cluster-generic"), spaced, keeps)) == 1
+    assert cluster.submission_problems(fake_workflow("cluster-generic"), "/p", keeps) == []
+    for quiet in (fake_workflow(local=True), fake_workflow(dryrun=True),
+                  fake_workflow(main=False)):  # local jobs, a dry run, a job's own Snakemake
+        assert cluster.submission_problems(quiet, spaced, keeps) == []
+
+
+def spaced_interpreter(folder: Path) -> Path:
+    """A Python at a path with a space that imports this environment's packages (a venv of the
+    base interpreter whose site-packages adds this one's)."""
+    import site
+
+    venv = folder / "an env with a space"
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    own = run([str(python), "-c", "import site; print(site.getsitepackages()[0])"]).stdout
+    Path(own.strip(), "lsa_test_env.pth").write_text(
+        f"import site; site.addsitedir({site.getsitepackages()[0]!r})\n")
+    return python
+
+
+@pytest.mark.slow  # three workflow runs in a copy of the working tree
+@pytest.mark.skipif(not HAS_SLURM_PLUGIN, reason="snakemake-executor-plugin-slurm is not "
+                    "installed (pip install -e '.[slurm]')")
+def test_nothing_is_submitted_from_an_interpreter_at_a_path_with_a_space(tmp_path):
+    """`snakemake --profile profiles/slurm` with a stand-in sbatch on PATH (it records its calls
+    and fails), scontrol and sacct (a cluster without accounting): from an interpreter at a
+    path with a space it stops with one line before any sbatch; from this one it submits."""
+    clone, bin_ = tmp_path / "lsa", tmp_path / "bin"
+    clone.mkdir()
+    bin_.mkdir()
+    copy_working_tree(clone)
+    calls = tmp_path / "sbatch.calls"
+    (bin_ / "sbatch").write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\nexit 1\n')
+    (bin_ / "scontrol").write_text(
+        "#!/bin/sh\ncat <<EOF\n" + SHOW_CONFIG.format("accounting_storage/none") + "EOF\n")
+    # as on such a cluster (the plugin asks it for an account to guess)
+    (bin_ / "sacct").write_text("#!/bin/sh\necho Slurm accounting storage is disabled >&2\n"
+                                "exit 1\n")
+    for tool_ in bin_.iterdir():
+        tool_.chmod(0o755)
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "PYTHONPATH": str(clone)}
+    cmd = ["-m", "snakemake", "--profile", "profiles/slurm", "--config", "profile=smoke"]
+
+    out = run([str(spaced_interpreter(tmp_path)), *cmd, "--slurm-status-command", "squeue"],
+              cwd=clone, env=env)
+    assert out.returncode == 1 and not calls.exists()
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("lsa: no job was submitted")]
+    assert "holds a space" in line and "path without a space" in line and "; and " not in line
+    assert "Job 0 has been submitted" not in out.stdout + out.stderr
+    # without accounting, sacct (the plugin's default where it is installed) sees no job end
+    out = run([sys.executable, *cmd, "--slurm-status-command", "sacct"], cwd=clone, env=env)
+    assert out.returncode == 1 and not calls.exists()
+    assert "add --slurm-status-command squeue" in out.stderr
+    # the same workflow from this interpreter reaches sbatch (which fails here)
+    out = run([sys.executable, *cmd, "--slurm-status-command", "squeue"], cwd=clone, env=env)
+    assert out.returncode == 1 and "lsa: no job was submitted" not in out.stderr
+    submitted = calls.read_text().splitlines()
+    assert submitted and all(" -p cpu " in c and f" --wrap={sys.executable} -m snakemake " in c
+                             and " -A " not in c for c in submitted)  # no placeholder account
 
 
 # the local executor runs every rule locally (is_local): read the localrules themselves
