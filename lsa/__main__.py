@@ -22,10 +22,14 @@
     python -m lsa probe    --run NAME [--profile P]     a model of the Table 1 population that
                                                         is not a fine-tuning run (base, RoPE, ...)
     python -m lsa synthetic [--profile P]               Section 3's grid of small models (a run)
-    python -m lsa bench    misalign [--quick]           cost of CE + SCE vs CE only
+    python -m lsa bench    misalign [--quick | --shape S] cost of CE + SCE vs CE only
     python -m lsa bench    jobs [--profile P]           job throughput at 1 and 2 threads
     python -m lsa timings  [--profile P]                where a profile's time went
     python -m lsa publish  [--profile P] [--results-only] snapshot into docs/results/ (committed)
+    python -m lsa study    keep | design | run --bases N [--profile study]
+                                                        the confirmatory study (issue 62): keep
+                                                        its complete bases, its design's numbers,
+                                                        or make its next N bases, base by base
 
 Every command but check reads config/config.yaml for the profile (default: its `profile`);
 `--config-file results/<profile>/config.yaml` reads the configuration a pipeline run resolved
@@ -428,6 +432,51 @@ def _publish(args) -> int:
     return 0
 
 
+def _study(args) -> int:
+    """``study keep``: keep the complete bases (gates and finiteness printed, no outcome);
+    ``study design``: the design's boundaries and power; ``study run --bases N``: the pipeline
+    on the next N bases not kept, one base after the other (its model, then its arms)."""
+    from lsa import kept, study
+
+    pipe = _load(args)
+    if not pipe.study.enabled:
+        raise ConfigError(f"profile {pipe.profile} is not a study profile (study.enabled); "
+                          "use --profile study")
+    if args.what == "design":
+        d = study.design(pipe.study)
+        for k, (z, p) in enumerate(zip(d.z, d.p), start=1):
+            print(f"look {k} after {sum(d.stages[:k])} bases: z {z:.3f}, nominal p {p:.5f}, "
+                  f"H1's interval at {1 - p:.2%}")
+        return 0
+    plan = runs_of(pipe)
+    if args.what == "keep":
+        for line in kept.keep(pipe, plan):
+            print(line)
+        return 0
+    from lsa.markers import FINISHED
+    from lsa.pipeline import relative
+
+    todo = [runs for runs in kept.base_runs(plan).values()
+            if not any(r.id in plan.kept for r in runs)][:args.bases]
+    for runs in todo:  # base by base: each base's block before the next base's pretraining
+        targets = [relative(r.folder / FINISHED) for r in runs]
+        code = _pipeline_targets(args, pipe.profile, targets)
+        if code:
+            return code
+    print(f"{len(todo)} bases made; keep them: python -m lsa study keep --profile "
+          f"{pipe.profile}")
+    return 0
+
+
+def _pipeline_targets(args, profile: str, targets: list[str]) -> int:
+    """Snakemake on ``targets`` of ``profile`` (the study's bases, one at a time)."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--config",
+           f"profile={profile}", *targets]
+    return subprocess.call(cmd)
+
+
 def _profile_options(p: argparse.ArgumentParser, file_default: str = "default: "
                      "config/config.yaml") -> None:
     p.add_argument("--profile", choices=PROFILES)
@@ -520,6 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--quick", action="store_true", help="tiny shapes (tests)")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--shape", choices=["mini", "llama32k", "llama32k_h1024", "llama7b"],
+                   help="misalign: one shape (llama7b: a Llama-2-7B-like loss, hidden 4096, "
+                        "vocabulary 32000, 2 x 8192 positions; slow on a CPU)")
     p.add_argument("--out", help="JSON output (default results/bench/<what>[-<profile>].json)")
     p.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_bench)
@@ -543,6 +595,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results-only", action="store_true",
                    help="only write RESULTS.md of the committed snapshot from its own files")
     p.set_defaults(func=_publish)
+    p = command(sub, "study", help="the confirmatory study (issue 62): keep its complete bases "
+                       "(prints gates and finiteness only), its design, or make its next bases")
+    p.add_argument("what", choices=["keep", "design", "run"])
+    _profile_options(p)
+    p.add_argument("--bases", type=int, default=1, help="run: how many bases to make")
+    p.add_argument("--cores", default="all", help="run: Snakemake's --cores")
+    p.set_defaults(func=_study)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

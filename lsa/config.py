@@ -21,8 +21,10 @@ before any compute, naming the key, the value and what is allowed::
 
 from __future__ import annotations
 
+import itertools
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -34,7 +36,7 @@ from lsa.strict import ConfigError, StrictConfig, coerce, merge, setting
 
 __all__ = ["ConfigError", "PROFILES", "Profile", "PipelineConfig", "load_config", "from_mapping"]
 
-Profile = Literal["smoke", "mini", "mini-full", "gpu-small", "paper"]
+Profile = Literal["smoke", "mini", "mini-full", "gpu-small", "paper", "study", "study-smoke"]
 PROFILES: tuple[str, ...] = get_args(Profile)
 
 
@@ -304,7 +306,10 @@ class FinetuneConfig(StrictConfig):
     positions: Positions = setting(
         "all", help="overlap positions of the training term: all, the last, or where both "
                     "contexts >= l/2")
-    chunk_size: int = setting(512, ge=1, help="positions per chunk of the fused SCE")
+    chunk_size: int | None = setting(
+        512, ge=1, help="cap on the fp32 rows per chunk of the fused objective; null: sized by "
+                        "bytes alone (lsa.fused.CHUNK_BYTES: one set of ops per chunk, the GPU "
+                        "profiles')")
     abf_theta: float = setting(500000.0, gt=0, help="ABF / EABF RoPE base")
     lora_r: int = setting(64, ge=1, help="LoRA rank (LongQLoRA)")
     lora_alpha: int = setting(16, ge=1, help="LoRA alpha")
@@ -768,6 +773,171 @@ class ReportConfig(StrictConfig):
 
 
 # ---------------------------------------------------------------------------------------------
+# the confirmatory study of the regularizer's mechanism (issue 62, docs/preregistration.md)
+
+
+@dataclass
+class StudyArm(StrictConfig):
+    """One arm of the study: a fine-tuning setting run on every base for ``methods``."""
+
+    _section: typing.ClassVar[str] = "arm"
+
+    name: str = setting(help="the arm's name, as lsa.study's tests name it")
+    alpha: float = setting(0.0, ge=0, help="weight of the training term (0: CE only)")
+    divergence: DivergenceName = setting("sce", help="the training term (alpha > 0)")
+    ce_on: CeOn = setting("a", help="windows whose CE is trained")
+    stream: Stream = setting("recurring", help="the fine-tuning stream (plain: no copies)")
+    methods: list[Method] = setting(factory=list, unique=True,
+                                    help="the methods it runs on (of study.methods)")
+    second_seed: list[Method] = setting(
+        factory=list, help="methods on which it also runs a second fine-tuning "
+                                        "seed (the base's seed + second_seed_offset)")
+
+    def validate(self) -> None:
+        if not re.fullmatch(r"[a-z0-9_]+", self.name):
+            self._fail("name", "must be lower-case letters, digits and _")
+        if not self.methods:
+            self._fail("methods", "must name at least one method")
+        if set(self.second_seed) - set(self.methods) or \
+                len(set(self.second_seed)) != len(self.second_seed):
+            self._fail("second_seed", f"must be among its methods {self.methods}")
+
+
+def _study_arms() -> list[StudyArm]:
+    every, eabf = ["eabf", "yarn", "pi"], ["eabf"]
+    rows = [("ce_a", 0.0, "sce", "a", "recurring", every, []),
+            ("ce_both", 0.0, "sce", "both", "recurring", every, eabf),
+            ("jeffreys1", 1.0, "jeffreys", "a", "recurring", every, eabf),
+            ("entropy01", 0.1, "entropy", "a", "recurring", every, []),
+            ("sce01", 0.1, "sce", "a", "recurring", every, []),
+            ("jeffreys01", 0.1, "jeffreys", "a", "recurring", eabf, []),
+            ("ce_both_plain", 0.0, "sce", "both", "plain", eabf, []),
+            ("jeffreys1_plain", 1.0, "jeffreys", "a", "plain", eabf, [])]
+    return [StudyArm(name=n, alpha=a, divergence=d, ce_on=c, stream=s,  # type: ignore[arg-type]
+                     methods=list(m), second_seed=list(t)) for n, a, d, c, s, m, t in rows]
+
+
+#: an outcome: a number of a run's metrics.json, at a multiple of l_train
+OUTCOME_PATTERN = r"(perplexity\.\d+\.nll|long_range\.\d+\.copy_nll)"
+
+
+@dataclass
+class StudyConfig(StrictConfig):
+    """The confirmatory study (issue 62; its plan: docs/preregistration.md; its analysis:
+    lsa/study.py; section 07). ``enabled``: the profile is the study's: it plans the study's
+    runs only (base by base: each base model, its probe and every arm on it) and runs section
+    07 only; the other profiles never run it. Defaults: the pre-registration's values."""
+
+    _section: typing.ClassVar[str] = "study"
+
+    enabled: bool = setting(False, help="this profile is the study's (runs section 07 only)")
+    stage_seeds: list[list[int]] = setting(
+        factory=lambda: [list(range(101, 117)), list(range(117, 133))],
+        help="pretraining seeds of each stage's bases (the interim look after the first)")
+    stages: int = setting(1, ge=1, help="stages planned: 2 only once the interim look says the "
+                                        "study goes on")
+    replacement_start: int = setting(133, ge=0, help="the first seed that replaces a base "
+                                                     "failing G1 or G2, then +1, ...")
+    max_replacements: int = setting(4, ge=0, help="replacements in all")
+    first_bases: int = setting(20, ge=1, help="the stop rule's first bases trained")
+    max_failures: int = setting(4, ge=0, help="the study stops when more of the first_bases "
+                                              "fail G1 or G2")
+    second_seed_offset: int = setting(1000, ge=1, help="second fine-tuning seed: seed + this")
+    methods: list[Method] = setting(factory=lambda: ["eabf", "yarn", "pi"], unique=True,
+                                    help="the study's methods")
+    arms: list[StudyArm] = setting(factory=_study_arms, help="the arms per base")
+    outcomes: dict[str, str] = setting(
+        factory=lambda: {"nll4": "perplexity.4.nll", "nll1": "perplexity.1.nll",
+                         "copy1": "long_range.1.copy_nll"},
+        help="each outcome: <metric>.<multiple of l_train>.<key> of a run's metrics.json")
+    sesoi: float = setting(0.05, gt=0, help="the smallest effect of interest (nats)")
+    alpha: float = setting(0.05, gt=0, le=0.5, help="two-sided level of every test and family")
+    pilot_profile: str | None = setting(
+        "mini-full", help="the published profile whose runs are the pilot (a sensitivity "
+                          "analysis); null: none")
+
+    def validate(self) -> None:
+        seeds = [s for stage in self.stage_seeds for s in stage]
+        if not 1 <= len(self.stage_seeds) <= 2 or any(len(s) < 2 for s in self.stage_seeds):
+            self._fail("stage_seeds", "must be one or two stages of at least two seeds each")
+        if len(set(seeds)) != len(seeds) or min(seeds) < 0:
+            self._fail("stage_seeds", "must not repeat a seed (seeds >= 0)")
+        if self.stages > len(self.stage_seeds):
+            self._fail("stages", f"must be <= the stages of stage_seeds "
+                                 f"({len(self.stage_seeds)})")
+        spare = range(self.replacement_start, self.replacement_start + self.max_replacements)
+        if set(spare) & set(seeds):
+            self._fail("replacement_start", "replacement seeds must not be stage seeds")
+        names = [a.name for a in self.arms]
+        if len(set(names)) != len(names):
+            self._fail("arms", "arm names must be unique")
+        for arm in self.arms:
+            if set(arm.methods) - set(self.methods):
+                self._fail("arms", f"{arm.name}: methods must be among {self.methods}")
+        if set(self.outcomes) != {"nll4", "nll1", "copy1"}:
+            self._fail("outcomes", "must name exactly nll4, nll1 and copy1")
+        for key, where in self.outcomes.items():
+            if not re.fullmatch(OUTCOME_PATTERN, where):
+                self._fail("outcomes", f"{key}: {where!r} is not perplexity.<M>.nll or "
+                                       "long_range.<M>.copy_nll")
+        if self.pilot_profile is not None and self.pilot_profile not in PROFILES:
+            self._fail("pilot_profile", f"must be a profile ({', '.join(PROFILES)})")
+
+
+@dataclass
+class BasePlan:
+    """Which bases each stage counts (after replacements), the order they are trained in, the
+    failed ones, and whether the study stopped on failures."""
+
+    stages: list[list[int]]
+    trained: list[int]
+    failed: list[int]
+    replacements: list[int]
+    stopped: bool = False
+    reason: str = ""
+
+    @property
+    def seeds(self) -> list[int]:
+        """Every base to train (failed ones too: their runs are made with their block)."""
+        return list(self.trained)
+
+
+def base_plan(cfg: StudyConfig, passed: Mapping[int, bool | None], stages: int | None = None
+              ) -> BasePlan:
+    """The bases of the first ``stages`` stages (``cfg.stages``) given each trained base's
+    G1-and-G2 outcome ``passed`` (False: failed; absent or None: not known yet, counted): a
+    failed base is replaced by the next replacement seed (``replacement_start``, +1, ...),
+    at most ``max_replacements`` in all, trained after the stage's own seeds; where more than
+    ``max_failures`` of the first ``first_bases`` bases trained fail the study stops."""
+    spare = itertools.count(cfg.replacement_start)
+    trained: list[int] = []
+    failed: list[int] = []
+    used: list[int] = []
+    kept: list[list[int]] = []
+    for seeds in cfg.stage_seeds[:stages or cfg.stages]:
+        queue, members = list(seeds), []
+        while queue:
+            seed = queue.pop(0)
+            trained.append(seed)
+            if passed.get(seed) is not False:
+                members.append(seed)
+                continue
+            failed.append(seed)
+            early = [s for s in trained[:cfg.first_bases] if s in failed]
+            if len(early) > cfg.max_failures:
+                kept.append(members)
+                return BasePlan(kept, trained, failed, used, True,
+                                f"{len(early)} of the first {cfg.first_bases} bases trained "
+                                f"failed G1 or G2 (more than {cfg.max_failures}): the study "
+                                f"stops ({', '.join(map(str, early))})")
+            if len(used) < cfg.max_replacements:
+                used.append(next(spare))
+                queue.append(used[-1])
+        kept.append(members)
+    return BasePlan(kept, trained, failed, used)
+
+
+# ---------------------------------------------------------------------------------------------
 # the pipeline: sections (notebooks) and the resolved configuration of one profile
 
 
@@ -786,14 +956,17 @@ class SectionSpec(StrictConfig):
     gates: list[Literal["G1", "G2", "G3", "G4"]] = setting(
         factory=list,
         help="the premise gates its verdicts rest on (lsa.gates; G3: each claim's method's)")
+    study: bool = setting(False, help="a section of the confirmatory study: run by the study's "
+                                      "profiles only (study.enabled), never gathered by the "
+                                      "report")
     uses_runs: list[Literal["finetune", "ablation", "babilong", "probe", "gates",
-                            "longbench", "synthetic"]] = setting(
+                            "longbench", "synthetic", "study"]] = setting(
         factory=list, help="runs whose folders it reads (its inputs): finetune (the grid and "
                            "explicit runs), ablation, babilong (either design), probe, "
                            "synthetic (Section 3's grid)")
     tables: list[Literal["grid", "base_factor", "curves", "longbench", "ablation",
                          "base_gains", "babilong", "models", "last_positions", "references",
-                         "synthetic", "sections"]] = setting(
+                         "synthetic", "sections", "study"]] = setting(
         factory=list, help="the run tables its analyse reads, each read once by the driver "
                            "(lsa.runtable.READERS)")
 
@@ -817,6 +990,7 @@ class PipelineConfig(StrictConfig):
     gates: GatesConfig = setting(help="the premise gates of Sections 4-5")
     view: RunsViewConfig = setting(help="notebooks over runs")
     report: ReportConfig = setting(help="the replication report")
+    study: StudyConfig = setting(help="the confirmatory study (issue 62): its profiles only")
 
     def validate(self) -> None:
         for key, spec in self.sections.items():
@@ -941,7 +1115,7 @@ def from_mapping(raw: dict[str, Any], profile: str | None = None) -> PipelineCon
                 raise ConfigError(f"{where}.{name}: unknown section config; allowed: "
                                   f"{', '.join(PARTS)}")
     sections = section_declarations()
-    data: dict[str, Any] = {"profile": profile, "seed": seed, "sections": sections}
+    data: dict[str, Any] = {"profile": profile, "seed": seed}
     hints = typing.get_type_hints(PipelineConfig)
     for name in PARTS:
         part = merge(defaults.get(name) or {}, chosen.get(name) or {})
@@ -950,6 +1124,8 @@ def from_mapping(raw: dict[str, Any], profile: str | None = None) -> PipelineCon
         if name == "report":
             _report_sections(part, sections, f"profiles.{profile}.report")
         data[name] = hints[name].from_dict(part, prefix=f"profiles.{profile}.{name}")
+    # the study's profiles run the study's sections only, the others never
+    data["sections"] = {k: s for k, s in sections.items() if s.study == data["study"].enabled}
     try:
         return PipelineConfig(**data)
     except ConfigError as err:
@@ -974,8 +1150,8 @@ def section_declarations(root: Path | None = None) -> dict[str, SectionSpec]:
                                            prefix=f"{path.parent.name}/section.yaml")
     found = dict(sorted(found.items()))
     for key, spec in found.items():  # a report that names no needs gathers every other section
-        if spec.config == "report" and not spec.needs:
-            spec.needs = [k for k in found if k != key]
+        if spec.config == "report" and not spec.needs:  # of the paper (not the study's)
+            spec.needs = [k for k, s in found.items() if k != key and not s.study]
     return found
 
 

@@ -405,6 +405,13 @@ def longbench_evaluate(pipe: PipelineConfig, run: Run, progress: bool = True) ->
     return folder
 
 
+def probed_base(run: Run) -> Run | None:
+    """The base model a probe measures (the pipeline's or a further one: the study's), or None
+    for a probe of another model."""
+    return next((n for n in run.needs if n.kind == "base" and n.id == run.identity["model"]),
+                None)
+
+
 def _probe_model(pipe: PipelineConfig, run: Run, tokenizer):
     """The model a probe measures: the base model (with its RoPE setting, when the probe has
     one), a finished BABILong run, or a hub model that shares the base model's tokenizer."""
@@ -412,12 +419,13 @@ def _probe_model(pipe: PipelineConfig, run: Run, tokenizer):
     from lsa.models import build_for_run, hub_path, load_pretrained
 
     source, rope = run.identity["model"], run.identity["rope"]
-    if source == runs_of(pipe).base.id:
+    base = probed_base(run)
+    if base is not None:
         method = rope["method"] if rope else "none"
         window = pipe.pretrain.model.base_window
         model, _ = build_for_run(pipe, RunConfig(name=run.name, method=method),
-                                 window * (rope["factor"] if rope else 1))
-    elif run.needs[0].id != runs_of(pipe).base.id:
+                                 window * (rope["factor"] if rope else 1), base=base)
+    elif run.needs[0].kind != "base":  # a finished BABILong run
         model, _ = load_finetuned(pipe, run.needs[0])
     else:  # a hub id or folder
         model, theirs = load_pretrained(hub_path(source, pipe.population.revisions.get(source)),
@@ -481,7 +489,8 @@ def probe(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
     seed_everything(pipe.seed)
     fcfg = pipe.finetune
     # the training stream as the fine-tuning runs see it at l_train: train_ce is comparable
-    corpus = load_corpus_for(runs_of(pipe).base.folder, pipe.pretrain.data, fcfg.l_train)
+    corpus = load_corpus_for((probed_base(run) or runs_of(pipe).base).folder,
+                             pipe.pretrain.data, fcfg.l_train)
     model = _probe_model(pipe, run, corpus.tokenizer)
     measured = lm_metrics(pipe, model, corpus, fcfg.l_train,
                           [m * fcfg.l_train for m in fcfg.eval_multiples])

@@ -307,6 +307,10 @@ def longbench_data(pipe: PipelineConfig, assumptions) -> tuple[dict[str, int], d
 
 
 MAX_NEW_TOKENS = 512  # LongBench's longest answer (gov_report, multi_news)
+#: the methods whose models cannot be left-padded safely (``lsa.evaluate.pads_safely``, read
+#: off a built model; tests/test_batch_safety.py holds the two equal): LongBench-E decodes them
+#: one prompt at a time
+DECODED_ALONE = frozenset({"dynamic", "longqlora", "eabf", "clex"})
 
 
 def plan_profile(pipe: PipelineConfig, settings=None) -> list[JobPlan]:
@@ -383,6 +387,7 @@ def plan_profile(pipe: PipelineConfig, settings=None) -> list[JobPlan]:
             notes = f"{sum(c for _, c in samples)} prompts"
         elif run.kind == "longbench":
             lb = pipe.longbench
+            batch = 1 if run.spec.method in DECODED_ALONE else lb.batch_size
             total = 0
             for dataset in lb.datasets:
                 count = prompts[dataset]
@@ -390,10 +395,10 @@ def plan_profile(pipe: PipelineConfig, settings=None) -> list[JobPlan]:
                 new = maxlen.get(dataset, MAX_NEW_TOKENS)
                 # prompts cut to max_length: the budget is an upper bound of each prompt
                 flops += eval_flops(arch, count * (lb.max_length + new), lb.max_length + new)
-                steps += math.ceil(count / lb.batch_size) * new
-            mem = eval_memory(arch, batch=lb.batch_size, seq=lb.max_length + MAX_NEW_TOKENS,
+                steps += math.ceil(count / batch) * new
+            mem = eval_memory(arch, batch=batch, seq=lb.max_length + MAX_NEW_TOKENS,
                               weight_bytes=weight_bytes, generate=True)["total"]
-            notes = f"{total} prompts, batch {lb.batch_size}"
+            notes = f"{total} prompts, batch {batch}"
         elif run.kind == "synthetic":  # tiny regression models, in CPU processes
             mem = 0.0
             notes = "Section 3's small models, on the CPU"

@@ -44,7 +44,9 @@ class SnapshotDamaged(files.DamagedFile):
 
 def folder(profile: str) -> Path:
     """The committed snapshot of ``profile`` (``docs/results/<profile>/``)."""
-    return paths.ROOT / "docs" / "results" / profile
+    from lsa import runs
+
+    return runs.snapshot_folder(profile)
 
 
 def read_runs(pipe: PipelineConfig, plan: RunSet) -> list[Run]:

@@ -32,6 +32,7 @@ The log and the marker (``LOG``, ``FINISHED``, ``mark_finished``, ``output_probl
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -47,6 +48,7 @@ from lsa.config import (
     FinetuneConfig,
     PipelineConfig,
     RunConfig,
+    base_plan,
 )
 from lsa.data.babi import file_sources
 from lsa.markers import FINISHED, LOG, is_finished, output_problems, read_log
@@ -74,6 +76,46 @@ def runs_root(profile: str) -> Path:
 
 def run_dir(profile: str, run_id: str) -> Path:
     return runs_root(profile) / run_id
+
+
+def snapshot_folder(profile: str) -> Path:
+    """``docs/results/<profile>/``: a profile's published snapshot (``lsa.published``), and
+    the study's kept blocks (``lsa.kept``)."""
+    return paths.ROOT / "docs" / "results" / profile
+
+
+@dataclass(frozen=True)
+class Kept:
+    """The study's kept blocks of a profile (``lsa.kept``): their folder and manifest."""
+
+    root: Path
+    manifest: dict[str, Any]
+
+    @property
+    def runs_folder(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def runs(self) -> set[str]:
+        return {run for base in self.bases.values() for run in base["runs"]}
+
+    @property
+    def bases(self) -> dict[str, dict[str, Any]]:
+        return self.manifest.get("bases") or {}
+
+    def passed(self) -> dict[int, bool]:
+        """Each kept base's G1-and-G2 outcome, by its seed."""
+        return {int(b["seed"]): bool(b["G1"] and b["G2"]) for b in self.bases.values()}
+
+
+def read_kept(profile: str) -> Kept | None:
+    """The study's kept blocks of ``profile`` (``lsa.kept``) as their manifest lists them (no
+    checksum checked: a plan stays cheap; the analysis checks them), or None where none is
+    kept."""
+    root = snapshot_folder(profile)
+    if not (root / "MANIFEST.json").exists():
+        return None
+    return Kept(root, files.read_json(root / "MANIFEST.json"))
 
 
 def digest(obj: Any) -> str:
@@ -515,6 +557,35 @@ def check_plan(pipe: PipelineConfig) -> None:
                               f"{', '.join(grid)}")
 
 
+def study_specs(pipe: PipelineConfig, seed: int) -> list[tuple[str, str, RunConfig]]:
+    """The confirmatory study's runs on the base of pretraining seed ``seed`` (issue 62,
+    ``study.arms``): ``(method, arm, spec)``, each arm on each of its methods at the
+    fine-tuning seed ``seed`` (and ``seed + second_seed_offset`` where the arm runs a second
+    seed on the method)."""
+    st = pipe.study
+    return [(method, arm.name, make_run(method, arm.alpha, s, divergence=arm.divergence,
+                                        ce_on=arm.ce_on, base_seed=seed, stream=arm.stream))
+            for arm in st.arms for method in arm.methods
+            for s in (seed, *([seed + st.second_seed_offset] if method in arm.second_seed
+                              else []))]
+
+
+def check_study(pipe: PipelineConfig) -> None:
+    """The study's bases are new: none is the pipeline's base model or a further base of
+    ``ablation.base_seeds`` / ``finetune.bases.seeds`` (ConfigError otherwise)."""
+    st = pipe.study
+    ours = {s for stage in st.stage_seeds for s in stage}
+    ours |= set(range(st.replacement_start, st.replacement_start + st.max_replacements))
+    used = {pipe.pretrain.seed, *pipe.ablation.base_seeds, *pipe.finetune.bases.seeds} & ours
+    if used:
+        raise ConfigError(f"study.stage_seeds: {sorted(used)} already pretrained other bases "
+                          "(pretrain.seed, ablation.base_seeds, finetune.bases.seeds): the "
+                          "study's bases need new pretraining seeds")
+    if pipe.pretrain.model.source != "scratch":
+        raise ConfigError("study: its bases are pretrained from scratch; pretrain.model.source "
+                          f"is {pipe.pretrain.model.source!r}")
+
+
 def runs_of(pipe: PipelineConfig) -> RunSet:
     """Every run of a resolved configuration (a ``RunSet``), planned and checked: a value its
     caller keeps and passes down (a notebook's ``Setup.plan``), never a cache on the
@@ -539,6 +610,10 @@ class RunSet:
         published snapshot's, ``lsa.published``)."""
         check_plan(pipe)
         self.root = root
+        #: the ids of kept runs (the study's kept blocks, ``lsa.kept``): read, never made
+        self.kept: set[str] = set()
+        #: the study's runs (``study.enabled``): base, method, arm, seed and name of each
+        self.study: list[dict[str, Any]] = []
 
         def new(*args, **kwargs) -> Run:  # every run of the set lies under root
             return Run(*args, root=root, **kwargs)
@@ -547,6 +622,9 @@ class RunSet:
         self.design = pipe.babilong.design
         base = new("base", "base", pipe.profile, base_identity(pipe))
         self.base = base
+        if pipe.study.enabled:
+            self._plan_study(pipe, new)
+            return
         self.bases = {"base": base, **{
             base_name(s): new("base", base_name(s), pipe.profile, base_identity(pipe, s))
             for s in dict.fromkeys([*pipe.ablation.base_seeds, *pipe.finetune.bases.seeds])}}
@@ -611,6 +689,39 @@ class RunSet:
                           if any("synthetic" in spec.uses_runs
                                  for spec in pipe.sections.values()) else {})
 
+    def _plan_study(self, pipe: PipelineConfig, new: Any) -> None:
+        """The study's profile: its bases (``lsa.config.base_plan``, the kept bases' gates
+        deciding replacements), each with every arm, and nothing else; a run
+        of a kept block lies in the kept folder (``lsa.kept``), whose marker it has."""
+        check_study(pipe)
+        record = read_kept(pipe.profile) if self.root is None else None
+        kept_ids = set(record.runs) if record else set()
+
+        def placed(run: Run) -> Run:
+            if run.id not in kept_ids:
+                return run
+            self.kept.add(run.id)
+            return dataclasses.replace(run, root=record.runs_folder)
+
+        plan = base_plan(pipe.study, record.passed() if record else {})
+        self.grid, self.ablation, self.base_factor, self.gate_runs = [], [], [], []
+        self.bases, self.finetune, self.probes = {}, {}, {}
+        self.babilong, self.babilong_eval, self.longbench, self.synthetic = {}, {}, {}, {}
+        for seed in plan.seeds:
+            name = base_name(seed)
+            base = self.bases[name] = placed(new("base", name, pipe.profile,
+                                                 base_identity(pipe, seed)))
+            # the base model measured by the fine-tuning runs' protocol (lsa.jobs.probe): the
+            # diverged-run rule's and the moderators' numbers
+            self.probes[name] = placed(new("probe", name, pipe.profile,
+                                           probe_identity(pipe, base, None), None, (base,)))
+            for method, arm, spec in study_specs(pipe, seed):
+                self.finetune[spec.name] = placed(new(
+                    "finetune", spec.name, pipe.profile, finetune_identity(pipe, base, spec),
+                    spec, (base,)))
+                self.study.append({"base": seed, "method": method, "arm": arm,
+                                   "seed": spec.seed, "name": spec.name})
+
     def of_kind(self, kind: str) -> dict[str, Run]:
         if kind not in KINDS:
             raise ConfigError(f"run kind {kind!r}: must be one of {', '.join(KINDS)}")
@@ -635,13 +746,10 @@ class RunSet:
         return runs[name]
 
     def __iter__(self) -> Iterator[Run]:
-        yield from self.bases.values()
-        yield from self.finetune.values()
-        yield from self.babilong.values()
-        yield from self.babilong_eval.values()
-        yield from self.probes.values()
-        yield from self.longbench.values()
-        yield from self.synthetic.values()
+        """Every run the configuration makes (a kept one is read, never made: left out)."""
+        for runs in (self.bases, self.finetune, self.babilong, self.babilong_eval, self.probes,
+                     self.longbench, self.synthetic):
+            yield from (run for run in runs.values() if run.id not in self.kept)
 
     def used_by(self, kinds: list[str]) -> list[Run]:
         """The runs a section reads (``uses_runs``), each once: ``finetune`` the grid, explicit
@@ -664,6 +772,8 @@ class RunSet:
                 runs = [*self.babilong.values(), *self.babilong_eval.values()]
             elif kind == "synthetic":
                 runs = list(self.synthetic.values())
+            elif kind == "study":  # each base, then its arms
+                runs = [*self.bases.values(), *(self.finetune[r["name"]] for r in self.study)]
             else:
                 raise ConfigError(f"uses_runs: {kind!r} is not a kind of runs a section reads")
             out.update({r.id: r for r in runs})

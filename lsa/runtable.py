@@ -454,18 +454,22 @@ def _pilot(pipe: PipelineConfig) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
-def read_study(pipe: PipelineConfig, plan: RunSet) -> dict[str, Any]:
+def read_study(pipe: PipelineConfig, plan: RunSet) -> dict[str, Any] | None:
     """The confirmatory study's tables (``lsa.study``'s module docstring): ``runs`` (each
     finished study run), ``bases`` (each planned base: its stage, whether it is complete, G1
     and G2, the far-copy gain, its perplexity at ``l_train`` as its own run measures it),
     ``g3`` (``lsa.gates.gate_g3`` per method pooled over the complete bases that pass G1 and
     G2: their copy probes averaged per probe, each base's CE-only run a unit), ``pilot`` (the
     pilot's runs, or None) and ``kept`` (how many runs are read from kept blocks). Every kept
-    file is checked against its checksum first (``lsa.kept.verify``)."""
+    file is checked against its checksum first (``lsa.kept.verify``). None for a profile that
+    is not the study's."""
     from lsa import gates, kept
-    from lsa.study import base_plan, pooled_base
+    from lsa.config import base_plan
+    from lsa.study import pooled_base
 
     st, g = pipe.study, pipe.gates
+    if not st.enabled:
+        return None
     l0, l_train = pipe.pretrain.model.base_window, pipe.finetune.l_train
     if plan.kept:
         kept.verify(pipe.profile)
@@ -481,13 +485,16 @@ def read_study(pipe: PipelineConfig, plan: RunSet) -> dict[str, Any]:
         seed = int(name.removeprefix("base_s"))
         m = metrics[seed] = base.metrics() if base.finished else {}
         g1, g2 = gates.gate_g1(m, l0, g.g1_min_gain), gates.gate_g2(m, l0, g.g2_min_loss)
+        probe = plan.probes.get(name)  # the base measured as the fine-tuning runs are
+        ppl = (probe.metrics().get("perplexity", {}) if probe is not None and probe.finished
+               else {})
         rows.append({"base": seed, "complete": base.finished and all(
-                         finished[r["name"]] for r in plan.study if r["base"] == seed),
+                         finished[r["name"]] for r in plan.study if r["base"] == seed)
+                     and (probe is None or probe.finished),
                      "g1": g1.passed if base.finished else None,
                      "g2": g2.passed if base.finished else None, "g1_gain": g1.value,
-                     "base_ppl1": ((m.get("validation_perplexity") or {}).get(str(l_train))
-                                   or {}).get("ppl", math.nan),
-                     "base_nll4": math.nan})
+                     "base_ppl1": (ppl.get(str(l_train)) or {}).get("ppl", math.nan),
+                     "base_nll4": (ppl.get(str(4 * l_train)) or {}).get("nll", math.nan)})
     bases = pd.DataFrame(rows)
     passed = {r["base"]: r["g1"] is True and r["g2"] is True for r in rows
               if r["g1"] is not None}

@@ -73,6 +73,12 @@ def answers(model, tokenizer, folder, batch_size, pred):
     return {line["answers"][0]: line["pred"] for line in lines}
 
 
+def test_the_plan_knows_which_methods_are_decoded_alone():
+    from lsa.plan import DECODED_ALONE
+
+    assert DECODED_ALONE == {m for m, safe in SAFE.items() if not safe}
+
+
 @pytest.mark.parametrize("method", list(SAFE))
 def test_answers_do_not_depend_on_the_batch_or_the_order(method, tokenizer, tmp_path):
     model = method_model(tokenizer, method, tmp_path / "model")

@@ -93,7 +93,11 @@ def test_every_section_is_one_package_declared_once(tmp_path):
     declared = section_declarations()
     assert sorted(s.package for s in declared.values()) == folders
     pipe = load_config(profile="smoke")
-    assert pipe.sections == declared
+    # a profile runs the paper's sections, the study's profiles the study's alone
+    paper_sections = {k: s for k, s in declared.items() if not s.study}
+    assert pipe.sections == paper_sections
+    assert load_config(profile="study").sections == {k: s for k, s in declared.items()
+                                                     if s.study}
     assert sections.packages() == {k: s.package for k, s in declared.items()}
     for key, spec in declared.items():
         assert spec.notebook == f"{key}.ipynb" and (paths.NOTEBOOKS / spec.notebook).exists()
@@ -101,7 +105,7 @@ def test_every_section_is_one_package_declared_once(tmp_path):
         assert spec.config in PARTS
     report = [k for k, s in declared.items() if s.config == "report"]
     assert len(report) == 1
-    assert pipe.report.sections == declared[report[0]].needs == [k for k in declared
+    assert pipe.report.sections == declared[report[0]].needs == [k for k in paper_sections
                                                                  if k != report[0]]
     # a configuration cannot redeclare them; a second declaration of one key is refused
     with pytest.raises(ConfigError, match="declared by their packages"):

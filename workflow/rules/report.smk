@@ -27,9 +27,11 @@ rule report_files:
         ),
     params:
         figures=rel(paths.figures_dir(PROFILE)),
-        # the report section's claims table (the section whose settings part is `report`)
+        # the report section's claims table (the section whose settings part is `report`; a
+        # study profile has none: its one section's)
         claims=rel(paths.section_dir(PROFILE, next(
-            k for k, s in PIPE.sections.items() if s.config == "report")) / "claims.csv"),
+            (k for k, s in PIPE.sections.items() if s.config == "report"),
+            next(iter(PIPE.sections)))) / "claims.csv"),
     log:
         f"logs/{PROFILE}/report_files.log",
     threads: LIGHT.threads

@@ -1,0 +1,97 @@
+"""The study's kept blocks (issue 62): finished bases kept in the repository as a published
+snapshot keeps its runs, read instead of remade.
+
+``python -m lsa study keep`` copies every complete base of the study's profile that is not
+kept yet (its base model and every arm, all finished) into
+``docs/results/<profile>/`` (``lsa.published.folder``) with ``lsa.published.add_runs``: each
+run's ``metrics.json`` and training log gzipped beside its marker, never weights, every file
+with its sha256 in ``MANIFEST.json`` and the commits that made them among its ``run_commits``.
+The manifest's ``bases`` record each kept base: its seed, whether G1 and G2 passed, whether
+every run is finite, and its run ids. It prints the gates and finiteness only: no outcome is
+read before a stage is in (the pre-registration, section 8).
+
+``lsa.runs.RunSet`` reads that manifest (``lsa.runs.read_kept``, without checksums: a plan
+must stay cheap):
+a kept run's folder is the kept one, whose marker exists, and the pipeline makes no job for it;
+the kept bases' gates decide the replacements (``lsa.config.base_plan``). The analysis checks
+every kept file against its checksum first (``verify``): a changed one stops it with one line
+naming the file.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsa import files, published
+from lsa.runs import Kept, read_kept
+
+if TYPE_CHECKING:
+    from lsa.config import PipelineConfig
+    from lsa.runs import Run, RunSet
+
+
+def verify(profile: str) -> Kept | None:
+    """The kept blocks with every file checked against its checksum
+    (``lsa.published.load``: ``SnapshotDamaged``, one line naming the first bad file)."""
+    if published.load(profile, published.folder(profile)) is None:
+        return None
+    return read_kept(profile)
+
+
+def base_runs(plan: RunSet) -> dict[str, list[Run]]:
+    """Each base of the study's plan with its runs: the base model, its probe, then its
+    arms."""
+    out = {name: [base, *([plan.probes[name]] if name in plan.probes else [])]
+           for name, base in plan.bases.items()}
+    for row in plan.study:
+        out[f"base_s{row['base']}"].append(plan.finetune[row["name"]])
+    return out
+
+
+def keep(pipe: PipelineConfig, plan: RunSet) -> list[str]:
+    """Keep every complete base of the study's ``plan`` not kept yet (the module's docstring);
+    one line per base: its gates and finiteness, nothing else."""
+    from lsa import gates
+    from lsa.study import finite_run
+
+    if not pipe.study.enabled:
+        raise ValueError(f"profile {pipe.profile} is not a study profile (study.enabled)")
+    root = published.folder(pipe.profile)
+    manifest_path = root / published.MANIFEST
+    lines, records, made = [], {}, []
+    for name, runs in base_runs(plan).items():
+        if any(r.id in plan.kept for r in runs) or not all(r.finished for r in runs):
+            continue
+        base = runs[0].metrics()
+        l0, g = pipe.pretrain.model.base_window, pipe.gates
+        g1 = gates.gate_g1(base, l0, g.g1_min_gain).passed is True
+        g2 = gates.gate_g2(base, l0, g.g2_min_loss).passed is True
+        l_train = pipe.finetune.l_train
+        broken = [r.name for r in runs[1:] if not finite_run(r.metrics(), r.log(),
+                                                              pipe.study.outcomes, l_train)]
+        records[name] = {"seed": int(name.removeprefix("base_s")), "G1": g1, "G2": g2,
+                         "finite": not broken, "runs": [r.id for r in runs]}
+        made += runs
+        lines.append(f"{name}: G1 {'pass' if g1 else 'fail'}, G2 {'pass' if g2 else 'fail'}, "
+                     f"{len(runs) - 1} runs, "
+                     + ("every run finite" if not broken else f"not finite: {', '.join(broken)}"))
+    if not made:
+        return ["no complete base to keep (a base is kept once it and every run of it are "
+                "finished)"]
+    if not manifest_path.exists():
+        for path, record in ((manifest_path, {"files": {}, "bytes": 0}), (root / "stamp.json",
+                                                                          {})):
+            files.write_json(path, {"profile": pipe.profile, "commit": None,
+                                    "run_commits": [], **record})
+    by_commit: dict[str, list[Run]] = {}
+    for run in made:
+        info = run.folder / "run_info.json"
+        commit = files.read_json(info).get("git_commit") if info.exists() else None
+        by_commit.setdefault(commit or "unknown", []).append(run)
+    for commit, runs in by_commit.items():
+        published.add_runs(root, runs, {"commit": commit, "note": "study block: "
+                                        + ", ".join(records)})
+    manifest = files.read_json(manifest_path)
+    manifest["bases"] = {**manifest.get("bases", {}), **records}
+    files.write_json(manifest_path, manifest)
+    return lines

@@ -1,0 +1,86 @@
+"""The study's kept blocks (lsa.kept) and its plan (lsa.runs): a kept base is read from the
+repository, never planned as a job; a kept file that fails its checksum stops the analysis
+with one line naming it; the paper's profiles plan no study run."""
+
+import json
+
+import pytest
+
+from lsa import files, kept, published, runs
+from lsa.config import load_config
+from lsa.markers import FINISHED, LOG
+from lsa.runs import runs_of
+from lsa.runtable import read_study
+
+
+@pytest.fixture
+def kept_root(tmp_path, monkeypatch, out_root):
+    """docs/results/<profile>/ in a temporary folder."""
+    monkeypatch.setattr(runs, "snapshot_folder", lambda profile: tmp_path / "kept" / profile)
+    return tmp_path / "kept" / "study-smoke"
+
+
+def fake_finished(run, nll=3.0):
+    run.folder.mkdir(parents=True, exist_ok=True)
+    metrics = {"perplexity": {str(n): {"nll": nll, "ppl": 20.0} for n in (128, 256, 512)},
+               "long_range": {"128": {"copy_nll": 2.0}}}
+    (run.folder / "metrics.json").write_text(json.dumps(metrics))
+    (run.folder / LOG).write_text(json.dumps({"step": 1, "loss": 1.0, "ce": 1.0}) + "\n")
+    (run.folder / FINISHED).write_text(json.dumps({"steps": 1}))
+
+
+def test_only_the_study_profiles_plan_study_runs_and_run_section_07():
+    for profile in ("smoke", "mini", "mini-full"):
+        pipe = load_config(profile=profile)
+        assert "07_mechanism_study" not in pipe.sections
+        assert "07_mechanism_study" not in pipe.report.sections
+        assert runs_of(pipe).study == []
+    pipe = load_config(profile="study")
+    assert list(pipe.sections) == ["07_mechanism_study"]
+    plan = runs_of(pipe)
+    assert sorted(plan.bases) == [f"base_s{s}" for s in range(101, 117)]
+    # per base: the base model, its probe (the protocol's numbers: the diverged-run rule's
+    # perplexity and the moderators') and its 20 arms
+    assert len(plan.study) == 16 * 20 and len(list(plan)) == 16 * 22
+    probe = plan.probes["base_s101"]
+    assert probe.needs == (plan.bases["base_s101"],)
+    assert probe.identity["model"] == plan.bases["base_s101"].id
+    names = {r["name"] for r in plan.study if r["base"] == 101}
+    assert {"eabf_a1_s101_jeffreys_b101", "eabf_a1_s1101_jeffreys_b101",
+            "eabf_a0_s1101_ceboth_b101", "eabf_a0_s101_ceboth_plain_b101",
+            "eabf_a1_s101_jeffreys_plain_b101", "pi_a0.1_s101_entropy_b101"} <= names
+    spec = plan.finetune["eabf_a0_s101_ceboth_plain_b101"].spec
+    assert (spec.seed, spec.base_seed, spec.stream, spec.ce_on) == (101, 101, "plain", "both")
+    # mini's settings: the study's fine-tuning runs are mini's testbed
+    assert plan.finetune["eabf_a0_s101_b101"].identity["l_train"] == 256
+
+
+def test_a_kept_base_is_read_not_planned_and_a_changed_file_stops_the_analysis(kept_root):
+    pipe = load_config(profile="study-smoke")
+    plan = runs_of(pipe)
+    block = kept.base_runs(plan)["base_s101"]
+    for run in block:
+        fake_finished(run)
+    lines = kept.keep(pipe, plan)
+    assert lines == ["base_s101: G1 fail, G2 fail, 21 runs, every run finite"]
+    manifest = files.read_json(kept_root / published.MANIFEST)
+    assert manifest["bases"]["base_s101"]["runs"] == [r.id for r in block]
+    assert not any(name.endswith(".safetensors") for name in manifest["files"])
+    for run in block:  # the results folder is gone (a fresh clone): the kept one is read
+        for path in run.folder.iterdir():
+            path.unlink()
+    again = runs_of(pipe)
+    assert again.kept == {r.id for r in block}
+    made = {r.id for r in again}  # what the workflow makes a job for
+    assert not made & again.kept and len(made) == 2 * 22  # bases 102, 103: probes, arms
+    # G1 failed: base 101 is replaced by 103 (the replacement seed); its runs are planned
+    assert sorted(again.bases) == ["base_s101", "base_s102", "base_s103"]
+    for run in (again.bases["base_s101"], again.finetune["eabf_a1_s101_jeffreys_b101"]):
+        assert run.finished and run.folder.is_relative_to(kept_root)
+    assert kept.keep(pipe, again)[0].startswith("no complete base")
+    packed = files.packed(kept_root / "runs" / block[1].id / "metrics.json")
+    packed.write_bytes(packed.read_bytes()[:-3])
+    with pytest.raises(published.SnapshotDamaged) as err:
+        read_study(pipe, again)
+    assert "\n" not in str(err.value) and block[1].id in str(err.value)
+    assert "changed against" in str(err.value)
