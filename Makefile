@@ -18,8 +18,8 @@ CORES ?= all
 SNAKEMAKE_ARGS ?=
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help install test test-cluster check reproduce publish report bench lab lint lock
-.PHONY: clean-results
+.PHONY: help install kernel-user test test-cluster check reproduce publish report bench lab
+.PHONY: lint lock clean-results
 
 help:
 	@sed -n '2,6p' Makefile
@@ -36,9 +36,16 @@ $(TORCH_MARK): | $(BIN)/python
 $(VENV)/.installed: pyproject.toml constraints.txt $(TORCH_MARK)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name lsa --display-name "Python (lsa)"
-	# and for the user, so that a JupyterLab or JupyterHub outside .venv finds the kernel too
-	$(BIN)/python -m ipykernel install --user --name lsa --display-name "Python (lsa)"
 	touch $@
+
+# the kernel for a JupyterLab or JupyterHub outside .venv, registered for your user on request
+# only, named after this clone (its folder and a checksum of its path), so that a second clone
+# (a teacher's copy, a student's) never takes over the first one's kernel
+CLONE_ID := $(shell printf '%s' "$(CURDIR)" | cksum | cut -d' ' -f1)
+CLONE_NAME := $(shell basename "$(CURDIR)")
+kernel-user: install
+	$(BIN)/python -m ipykernel install --user --name "lsa-$(CLONE_ID)" \
+	  --display-name "Python (lsa: $(CLONE_NAME))"
 
 install: $(VENV)/.installed
 

@@ -486,15 +486,20 @@ class AblationConfig(StrictConfig):
              "forward tokens, 2x); the objection uses the one nearest to equal counted work "
              "(forward and backward tokens)")
     paper_compute_budgets: list[int] = setting(
-        factory=lambda: [3, 5, 10], unique=True, each_ge=1,
+        factory=lambda: [3, 5, 10], each_ge=1,
         help="compute, the paper's claim: CE-only steps of its three budgets, scaled to the "
              "testbed (the paper's 50, 100, 200 of its 200 steps: a quarter, a half and all "
-             "of finetune.optim.steps); one fraction each (paper_compute_fractions)")
+             "of finetune.optim.steps); one fraction each (paper_compute_fractions); []: the "
+             "paper's claim is not run")
     paper_compute_fractions: list[str] = setting(
         factory=lambda: ["47/50", "95/100", "190/200"],
         help="compute, the paper's claim: the regularized run's steps as a fraction of CE's at "
              "each budget (the rebuttal's 47/50, 95/100, 190/200), rounded to the nearest "
              "step, a tie down; fixed here, never measured, so no run's id depends on a machine")
+    base_items: list[Literal["l_extra", "compute", "parts"]] = setting(
+        factory=lambda: ["compute", "parts"], unique=True,
+        help="the paper's items (among items) that also run on each base of base_seeds, "
+             "beside the core comparisons")
     base_seeds: list[int] = setting(
         factory=list, each_ge=0,
         help="pretraining seeds of further, independently pretrained base models: the core "
@@ -519,6 +524,8 @@ class AblationConfig(StrictConfig):
                                  "'none')")
         if len(set(self.base_seeds)) != len(self.base_seeds):
             self._fail("base_seeds", "must not repeat a seed")
+        if len(set(self.paper_compute_budgets)) != len(self.paper_compute_budgets):
+            self._fail("paper_compute_budgets", "must not repeat a budget")
         if len(set(self.control_methods)) != len(self.control_methods):
             self._fail("control_methods", "must not repeat a method")
         self.paper_compute_steps()  # the fractions parse, one per budget, none rounds to 0

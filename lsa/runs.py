@@ -468,19 +468,21 @@ def paper_compute_specs(ab: AblationConfig, seed: int, base_seed: int | None = N
 def paper_item_specs(ab: AblationConfig, base_seed: int) -> list[RunConfig]:
     """The runs of Section 5.3's paper claims that stand on the ablation method (the
     ``l_extra`` settings, item ``l_extra``; the rebuttal's equal compute, item ``compute``, and
-    parts, item ``parts``) on a further base model (``ablation.base_seeds``), beyond its core
+    parts, item ``parts``; those of ``ablation.base_items``) on a further base model
+    (``ablation.base_seeds``), beyond its core
     comparisons: the ``l_extra`` arms at every setting; CE-only at each of ``compute_steps``
     and the paper's budgets beside CE + alpha SCE at its fractions of them; raw fine-tuning
     (``none``) with CE, with CE on both windows and with CE + alpha SCE; at every seed."""
     m, out = ab.method, []
+    items = [i for i in ab.items if i in ab.base_items]
     for seed in ab.seeds:
-        if "l_extra" in ab.items:
+        if "l_extra" in items:
             out += l_extra_specs(ab, seed, base_seed)
-        if "compute" in ab.items:
+        if "compute" in items:
             out += [make_run(m, 0.0, seed, steps=n, base_seed=base_seed)
                     for n in ab.compute_steps]
             out += paper_compute_specs(ab, seed, base_seed)
-        if "parts" in ab.items:
+        if "parts" in items:
             out += [make_run("none", 0.0, seed, base_seed=base_seed),
                     make_run("none", 0.0, seed, ce_on="both", base_seed=base_seed),
                     make_run("none", ab.alpha, seed, base_seed=base_seed)]

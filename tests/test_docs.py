@@ -270,3 +270,17 @@ def test_paper_page_repeats_the_reference_values():
             wrong.append(f"{key}: {value} [{grade}] in the page, {ref.value!r} [{ref.grade}] in "
                          "lsa/claims.py")
     assert not wrong, "values that differ from lsa/claims.py:\n" + "\n".join(wrong)
+
+
+def test_the_kernel_belongs_to_its_environment():
+    """make install registers the Jupyter kernel in .venv only; a user-level kernel comes on
+    request (make kernel-user), named after its clone, so that a second clone never takes the
+    first one's over (issue 58)."""
+    import subprocess
+
+    text = (ROOT / "Makefile").read_text()
+    install = text.split("$(VENV)/.installed:")[1].split("touch $@")[0]
+    assert "--sys-prefix" in install and "--user" not in install
+    out = subprocess.run(["make", "-n", "kernel-user"], cwd=ROOT, capture_output=True,
+                         text=True).stdout
+    assert '--user --name "lsa-' in out and '--name "lsa"' not in out

@@ -114,6 +114,18 @@ def test_a_smoke_snapshot_reanalyses_to_the_pipelines_claims(smoke_pipeline, tmp
 
 PUBLISHED = ROOT / "docs" / "results" / "mini"
 
+#: what the analysis has changed since the snapshots were published, each with its reason: the
+#: re-analysis gives these rows and gates otherwise, every other one as published (emptied by
+#: the next republish, which the run-code batch of 2026-12-06 calls for anyway)
+MOVED_SINCE_PUBLISH = {
+    "mini": {"rows": {}, "gates": {"G3.none"}},
+    "mini-full": {
+        "rows": {"A3.1", "A3.2", "A3.3",  # issue 61 item 1: the rebuttal's l_extra claims
+                 "A5.1",                  # item 2: the review's reading, now an objection
+                 "A6.1", "A6.4"},         # item 6: raw fine-tuning's premise, G3.none, computed
+        "gates": {"G3.none"}},
+}
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("profile", ["mini", "mini-full"])
@@ -132,19 +144,27 @@ def test_the_published_snapshot_reanalyses_to_its_claims_and_gates(profile, tmp_
     claims = pd.read_csv(snapshot / "claims.csv", keep_default_na=False, dtype=str)
     gates = json.loads((snapshot / "gates.json").read_text())
     assert published.load(profile) is not None            # every file as its manifest says
+    moved = MOVED_SINCE_PUBLISH[profile]
     ours = []
     for key in ("02_misalignment_correlation", "03_regularized_finetuning", "04_ablations",
                 "05_babilong"):
         setup = open_section(key, profile=profile)
         assert setup.snapshot is not None, key
         result = drive(setup)
-        assert _same(result.metrics["gates"], gates), key
+        found = [g for g in result.metrics["gates"] if g["gate"] not in moved["gates"]]
+        assert _same(found, gates), key
         ours += result.claims
     ours = pd.DataFrame(ours).astype(str).replace("nan", "")
     theirs = claims[claims["id"].isin(set(ours["id"]))]
-    assert len(ours) == len(theirs) > 0
+    assert len(ours) == len(theirs) > 0 and list(ours["id"]) == list(theirs["id"])
+    same = ~ours["id"].isin(moved["rows"]).to_numpy()
     for column in ("id", "section", "origin", "claim", "paper", "ours", "verdict", "evidence"):
-        assert list(ours[column]) == list(theirs[column]), column
+        assert list(ours[column][same]) == list(theirs[column][same]), column
+    # each listed row did move (a stale entry is an error, not a tolerance)
+    for row in moved["rows"]:
+        mine, published_row = (frame[frame["id"] == row].iloc[0] for frame in (ours, theirs))
+        assert any(mine[c] != published_row[c] for c in ("origin", "claim", "verdict",
+                                                         "evidence")), row
 
 
 @pytest.mark.skipif(not (PUBLISHED / published.MANIFEST).exists(),
