@@ -63,6 +63,7 @@ def test_cpu_schedule_gives_the_base_model_both_cores_and_the_rest_one():
         for kind in ("finetune", "probe", "babilong", "babilong-eval", "longbench"):
             assert settings.resources(profile, kind).threads == 1, (profile, kind)
     assert settings.section("02_misalignment_correlation").threads == 1
-    for profile in ("smoke", "mini"):  # the synthetic study's workers fill what it asks for
+    for profile in ("smoke", "mini"):  # Section 3's grid (a run): its workers fill its threads
         workers = load_config(profile=profile).synthetic.workers
-        assert settings.section("01_synthetic_study").threads == workers == 2
+        assert settings.resources(profile, "synthetic").threads == workers == 2
+        assert settings.section("01_synthetic_study").threads == 1  # it reads the run
