@@ -422,6 +422,12 @@ def run_problems(pipe: PipelineConfig, run) -> list[str]:
                             f"{sorted(pipe.longbench.datasets)}")
         if not isinstance(score, (int, float)) or not 0 <= score <= 100:
             problems.append(f"run {label}: LongBench-E score {score!r}")
+    elif run.kind == "synthetic":  # Section 3's grid: a test loss per model and length
+        ppl = {}
+        rows = metrics.get("per_length", [])
+        if not rows or not all(isinstance(r.get("mse"), (int, float)) and math.isfinite(r["mse"])
+                               for r in rows):
+            problems.append(f"run {label}: no finite test loss per model and length")
     elif "reference" in run.identity:  # a reference model: the decomposition only
         ppl = {}
         mis = metrics.get("misalignment", {}).get("mean")
