@@ -62,7 +62,7 @@ def test_smoke_metrics_content(smoke_run):
     for section in ("02_misalignment_correlation", "03_regularized_finetuning", "04_ablations",
                     "05_babilong"):
         m = files.read_json(paths.metrics_file("smoke", section))
-        assert [g["gate"] for g in m["gates"]] == ["G1", "G2", *per_method, "G4"]
+        assert [g["gate"] for g in m["gates"]] == ["G1", "G2", *per_method, "G3.none", "G4"]
         if not m["premise_met"]:
             assert all(c["verdict"] in ("premise not met", "not run") for c in m["claims"])
     # Table 1's population file: one row per model, its unit, kind, what it was trained on
