@@ -448,6 +448,8 @@ def _study(args) -> int:
             print(f"look {k} after {sum(d.stages[:k])} bases: z {z:.3f}, nominal p {p:.5f}, "
                   f"H1's interval at {1 - p:.2%}")
         return 0
+    if args.what == "lock":
+        return _study_lock(pipe)
     plan = runs_of(pipe)
     if args.what == "keep":
         for line in kept.keep(pipe, plan):
@@ -465,6 +467,32 @@ def _study(args) -> int:
             return code
     print(f"{len(todo)} bases made; keep them: python -m lsa study keep --profile "
           f"{pipe.profile}")
+    return 0
+
+
+def _study_lock(pipe) -> int:
+    """``study lock``: the freeze's ``docs/study.lock`` (``lsa.freeze``), for the commit that
+    last changed the committed pre-registration; a locked file with uncommitted changes stops
+    it (the lock must describe a commit)."""
+    import subprocess
+
+    from lsa import freeze, paths
+
+    def git(*cmd: str) -> str:
+        return subprocess.run(["git", *cmd], cwd=paths.ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    commit = git("log", "-1", "--format=%H", "--", freeze.PREREGISTRATION)
+    if not commit:
+        raise FileNotFoundError(f"{freeze.PREREGISTRATION} is not committed: commit the "
+                                "pre-registration first")
+    dirty = git("status", "--porcelain", "--", *freeze.locked_files())
+    if dirty:
+        raise UsageError(f"locked files have uncommitted changes: {dirty.splitlines()[0]} ...; "
+                         "commit them first")
+    lock = freeze.write(pipe, commit)
+    print(f"{freeze.LOCK.relative_to(paths.ROOT)}: the freeze at {commit[:12]}, "
+          f"{len(lock['files'])} files and the study's settings; commit it")
     return 0
 
 
@@ -596,8 +624,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="only write RESULTS.md of the committed snapshot from its own files")
     p.set_defaults(func=_publish)
     p = command(sub, "study", help="the confirmatory study (issue 62): keep its complete bases "
-                       "(prints gates and finiteness only), its design, or make its next bases")
-    p.add_argument("what", choices=["keep", "design", "run"])
+                       "(prints gates and finiteness only), its design, make its next bases, "
+                       "or write its lock (docs/study.lock) at the freeze")
+    p.add_argument("what", choices=["keep", "design", "run", "lock"])
     _profile_options(p)
     p.add_argument("--bases", type=int, default=1, help="run: how many bases to make")
     p.add_argument("--cores", default="all", help="run: Snakemake's --cores")
