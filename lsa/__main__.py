@@ -500,9 +500,14 @@ def _pipeline_targets(args, profile: str, targets: list[str]) -> int:
     """Snakemake on ``targets`` of ``profile`` (the study's bases, one at a time)."""
     import subprocess
 
-    cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--config",
-           f"profile={profile}", *targets]
-    return subprocess.call(cmd)
+    return subprocess.call(snakemake_targets(str(args.cores), profile, targets))
+
+
+def snakemake_targets(cores: str, profile: str, targets: list[str]) -> list[str]:
+    """Snakemake's command for ``targets`` of ``profile``: the targets before ``--config``,
+    whose values run to the end of the line (a target after it is read as a config entry)."""
+    return [sys.executable, "-m", "snakemake", "--cores", cores, *targets, "--config",
+            f"profile={profile}"]
 
 
 def _profile_options(p: argparse.ArgumentParser, file_default: str = "default: "

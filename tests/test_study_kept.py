@@ -84,3 +84,18 @@ def test_a_kept_base_is_read_not_planned_and_a_changed_file_stops_the_analysis(k
         read_study(pipe, again)
     assert "\n" not in str(err.value) and block[1].id in str(err.value)
     assert "changed against" in str(err.value)
+
+
+def test_study_run_gives_snakemake_its_targets_as_targets():
+    """``python -m lsa study run`` calls Snakemake on each base's run markers: Snakemake's own
+    parser reads them as targets and the profile as the one config entry (``--config`` takes
+    every value after it, so a target there would be read as a config entry)."""
+    from snakemake.cli import get_argument_parser
+
+    from lsa.__main__ import snakemake_targets
+
+    targets = ["results/study/runs/base-1/train_summary.json", "results/study/x/done.json"]
+    cmd = snakemake_targets("2", "study", targets)
+    assert cmd[1:3] == ["-m", "snakemake"]
+    args = get_argument_parser().parse_args(cmd[3:])
+    assert args.targets == targets and args.config == ["profile=study"] and str(args.cores) == "2"
