@@ -478,32 +478,6 @@ def paired_proportion_interval(wins: int, losses: int, n: int, level: float = 0.
     return centre - half, centre + half
 
 
-def two_level_interval(groups: list, n_resamples: int = 2000, seed: int = 0,
-                       level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of a mean whose values come in ``groups`` (one array per training
-    seed): each resample draws the groups with replacement, then the values inside each drawn
-    group with replacement, and averages all drawn values. The variance between groups (seeds)
-    is inside the interval, not only the variance of the values (answers); with few groups it is
-    as wide as the groups disagree. NaN with fewer than two groups (no verdict rests on one
-    training seed)."""
-    arrays = [np.asarray(g, dtype=float) for g in groups if len(g)]
-    if len(arrays) < 2:  # one group: its variance between groups cannot be estimated
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_resamples)
-    for r in range(n_resamples):
-        picked = rng.integers(len(arrays), size=len(arrays))
-        total, count = 0.0, 0
-        for i in picked:
-            a = arrays[i]
-            total += a[rng.integers(len(a), size=len(a))].sum()
-            count += len(a)
-        means[r] = total / count
-    tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return float(low), float(high)
-
-
 def normal_interval(value: float, se: float) -> tuple[float, float]:
     """``value -+ 1.96 se``: the normal 95 % interval of an estimate with standard error ``se``
     (the premise gates' probe means: hundreds of probes)."""
@@ -533,10 +507,10 @@ def crossed_two_level_interval(statistic, n_seeds: int, probe_counts: list[int],
                                n_resamples: int, rng: np.random.Generator
                                ) -> tuple[float, float]:
     """Percentile interval of ``statistic(seeds, *probe_indices)`` over a two-level resample:
-    the training seeds with replacement, then the probes of each length with replacement. Unlike
-    ``two_level_interval`` (values nested in their group), the probes are the same windows for
-    every model, so one draw of a length's probes serves every seed and the base model
-    (crossed, as measured: the premise gate G3). 95 %."""
+    the training seeds with replacement, then the probes of each length with replacement. The
+    probes are the same windows for every model (not nested in a seed), so one draw of a
+    length's probes serves every seed and the base model (crossed, as measured: the premise gate
+    G3). 95 %."""
     values = np.empty(n_resamples)
     for b in range(n_resamples):
         seeds = rng.integers(n_seeds, size=n_seeds)

@@ -439,8 +439,8 @@ def test_paired_interval_by_hand():
     assert (row["ce"], row["reg"], row["delta"]) == pytest.approx((40.0, 70.0, 30.0))
     assert (row["answers_low"], row["answers_high"]) == pytest.approx(
         (100 * (centre - z * se), 100 * (centre + z * se)))
-    # the verdict's interval has the seed as its unit: with 2 seeds no bootstrap (two groups
-    # give no 95 % interval) but Student t over the seed means, +40 and +20 points:
+    # the verdict's interval has the seed as its unit: Student t over the seed means, +40 and
+    # +20 points:
     # 30 +- t(0.975, 1) 14.14 / sqrt(2) = 30 +- 127.06
     half = 12.706204736 * math.sqrt(200) / math.sqrt(2)
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((30 - half, 30 + half))
@@ -450,6 +450,30 @@ def test_paired_interval_by_hand():
     assert paired_interval(0, 0, 8) == pytest.approx((-z / 10, z / 10))
     low, high = paired_interval(0, 0, 400)
     assert -0.005 < low < 0 < high < 0.005
+
+
+def test_one_interval_rule_whatever_the_number_of_seeds():
+    """Three seeds take the rule two take (``SEED_RULE``), no bootstrap: Student t over the seed
+    means, by hand; equal seed means leave the answers' own interval; one seed gives none."""
+    from lsa.sections.babilong.tables import paired_accuracy
+    from lsa.stats import paired_proportion_interval
+
+    ce = [0] * 10
+    gains = {0: [1] * 4 + [0] * 6, 1: [1] * 2 + [0] * 8, 2: ce}       # +40, +20, 0 points
+    rows = answers({**{(0.0, s): ce for s in gains}, **{(0.1, s): g for s, g in gains.items()}})
+    (row,) = paired_accuracy(rows, ["multiple"], 0.1).to_dict(orient="records")
+    half = 4.302652729911275 * 20 / math.sqrt(3)       # t(0.975, 2) x SD 20 / sqrt(3 seeds)
+    assert (row["delta"], row["seeds"]) == (pytest.approx(20.0), 3)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((20 - half, 20 + half))
+    # every seed +10 points (1 of 10 answers): t has no width, the answers' interval stands
+    same = {s: [1] + [0] * 9 for s in range(3)}
+    rows = answers({**{(0.0, s): ce for s in same}, **{(0.1, s): g for s, g in same.items()}})
+    (row,) = paired_accuracy(rows, ["multiple"], 0.1).to_dict(orient="records")
+    low, high = paired_proportion_interval(3, 0, 30)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((100 * low, 100 * high))
+    rows = answers({(0.0, 0): ce, (0.1, 0): gains[0]})
+    (row,) = paired_accuracy(rows, ["multiple"], 0.1).to_dict(orient="records")
+    assert math.isnan(row["ci_low"]) and math.isnan(row["ci_high"])
 
 
 @pytest.mark.parametrize("low, high, verdict", [

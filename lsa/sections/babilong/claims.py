@@ -5,8 +5,9 @@ interval is clear (``lsa.stats``), else what it rules out.
 Here the noise that matters is the test sample's: a cell holds a few hundred 0/1 answers, and
 the training seed's: a run trained once more can answer differently. Accuracies carry a Wilson
 interval; the regularizer's effect is the paired difference over the same test prompts (same
-seed, same index) with a two-level bootstrap interval (seeds, then answers). The interval over
-answers alone (Agresti-Min) is reported beside it.
+seed, same index); its interval has the training seed as its unit (``tables.SEED_RULE``: the t
+over the seeds' mean differences, never narrower than the answers' own), one rule whatever the
+number of seeds. The interval over answers alone (Agresti-Min) is reported beside it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pandas as pd
 
 from lsa.claims import PAPER, Claim, held_note, interval_fields, judged, paper
 from lsa.sections.babilong.tables import (
+    SEED_RULE,
     accuracy_table,
     babilong_design,
     babilong_groups,
@@ -118,8 +120,7 @@ def babilong_claims(acc: pd.DataFrame, depth: pd.DataFrame, alpha: float = 0.1,
         return (f"{row['ce']:.1f}% -> {row['reg']:.1f}% ({row['delta']:+.1f} points, "
                 f"{interval}); {row['n']} paired answers, {row['seeds']} seed(s)")
 
-    interval = (f"{pct} two-level bootstrap interval (training seeds, then paired answers); "
-                f"scorer {scorer}")
+    interval = f"{pct} interval ({SEED_RULE}; scorer {scorer})"
     x = babilong_length(acc)
     by_len = paired_accuracy(acc, [*groups, x], alpha, level)
     length_chance = sum(chance(t) for t in sorted(set(acc["task"]))) / len(set(acc["task"]))
