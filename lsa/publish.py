@@ -358,7 +358,10 @@ def results_index(root: Path) -> str:
            "publish` (generated: this page too). A notebook run alone on a profile whose runs "
            "are not made on your machine re-analyses the snapshot's run files (`runs/`, "
            "`MANIFEST.json`) instead of training: `make lab`, then open a notebook.", ""]
-    for snapshot in sorted(p for p in root.iterdir() if (p / "stamp.json").exists()):
+    snapshots = sorted(p for p in root.iterdir() if (p / "stamp.json").exists())
+    for snapshot in snapshots:
+        if not (snapshot / "claims.csv").exists():  # the study's kept blocks: below
+            continue
         stamp = json.loads((snapshot / "stamp.json").read_text())
         raw = pd.read_csv(snapshot / "claims.csv")
         claims = claims_table(raw.to_dict(orient="records"))
@@ -386,6 +389,12 @@ def results_index(root: Path) -> str:
                 "- figures: " + ", ".join(
                     f"[{png.stem}]({name}/figures/{png.name})"
                     for png in sorted((snapshot / "figures").glob("*.png"))), ""]
+    for blocks in (p for p in snapshots if not (p / "claims.csv").exists()):
+        name = blocks.name
+        out += [f"## `{name}`: the confirmatory study's kept blocks", "",
+                f"[`{name}/`]({name}/README.md) (`python -m lsa study keep`): how far each "
+                "stage is and each kept base's premise gates, its runs' files with their "
+                "checksums; no outcome before a stage is in (issue 62).", ""]
     if (root / "gpu_check" / "README.md").exists():
         out += ["## The GPU check", "",
                 "[`gpu_check/`](gpu_check/README.md): `scripts/gpu_check.sh` on a lent GPU, "

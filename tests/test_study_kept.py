@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lsa import files, kept, published, runs
+from lsa import files, kept, publish, published, runs
 from lsa.config import load_config
 from lsa.markers import FINISHED, LOG
 from lsa.runs import runs_of
@@ -66,6 +66,16 @@ def test_a_kept_base_is_read_not_planned_and_a_changed_file_stops_the_analysis(k
     manifest = files.read_json(kept_root / published.MANIFEST)
     assert manifest["bases"]["base_s101"]["runs"] == [r.id for r in block]
     assert not any(name.endswith(".safetensors") for name in manifest["files"])
+    # the page beside the manifest: the stage's progress, the failure and its replacement, the
+    # gates and finiteness it printed, no outcome; the index of published results links it
+    text = (kept_root / kept.PAGE).read_text()
+    assert "**Stage 1: 0 of 2 bases kept** (seeds none); to make: 102, 103." in text
+    assert "Failed G1 or G2: 101; replacements planned: 103 (1 of at most 4" in text
+    assert "| base_s101 | 101 | fail | fail | yes | 21 | `unknown` |" in text
+    assert "nll" not in text.lower() and "estimate" not in text
+    index = publish.results_index(kept_root.parent)
+    assert "## `study-smoke`: the confirmatory study's kept blocks" in index
+    assert "(study-smoke/README.md)" in index
     for run in block:  # the results folder is gone (a fresh clone): the kept one is read
         for path in run.folder.iterdir():
             path.unlink()
