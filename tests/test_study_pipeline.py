@@ -1,0 +1,60 @@
+"""The study's profile end to end, smoke-sized (issue 62): Snakemake runs `study-smoke` (two
+tiny bases, every arm of the study on each, then section 07's notebook); its bases are kept as
+`python -m lsa study keep` keeps them (into a temporary folder, never the repository's
+`docs/results/`); with the results folder gone, as in a fresh clone, the plan holds no job and
+section 07 reads the kept files without training and gives the pipeline's claims."""
+
+import json
+import math
+import shutil
+
+import pytest
+
+from lsa import kept, paths, runs
+from lsa.config import load_config
+from lsa.runs import runs_of, runs_root
+
+from conftest import run, tool
+
+pytestmark = pytest.mark.slow
+
+PROFILE = "study-smoke"
+SECTION = "07_mechanism_study"
+
+
+def _plain(claims: list[dict]) -> list[dict]:
+    """Claims as the section's metrics.json stores them (NaN as null)."""
+    return [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in c.items()}
+            for c in claims]
+
+
+def test_the_study_smoke_profile_runs_section_07_then_reads_its_kept_bases(out_root, tmp_path,
+                                                                           monkeypatch):
+    from lsa.notebook import open_section
+    from lsa.sections import drive
+
+    monkeypatch.delenv("LSA_DATA_DIR", raising=False)  # the study reads no bAbI
+    out = run([tool("snakemake"), "--cores", "2", "--config", f"profile={PROFILE}"])
+    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
+    metrics = json.loads(paths.metrics_file(PROFILE, SECTION).read_text())
+    assert metrics["judged"] and metrics["bases"] == [101, 102]
+    claims = {c["id"]: c for c in metrics["claims"]}
+    # H1, the secondary family (H2-H7), the family of three on the paper's comparison
+    assert set(claims) == {"ST.H1", *(f"ST.H{i}" for i in range(2, 8)),
+                           "ST.P.eabf", "ST.P.yarn", "ST.P.pi"}
+    for c in claims.values():
+        assert c["origin"] == "study" and c["bases"] == 2, c
+        assert all(math.isfinite(c[k]) for k in ("estimate", "low", "high", "p")), c
+    assert paths.executed_notebook(PROFILE, SECTION).exists()
+
+    # keep both bases (the study-smoke gates have no threshold: both pass), then forget the
+    # results folder: every run is read from the kept files, none is planned
+    monkeypatch.setattr(runs, "snapshot_folder", lambda profile: tmp_path / "kept" / profile)
+    pipe = load_config(profile=PROFILE)
+    assert kept.keep(pipe, runs_of(pipe)) == [
+        f"base_s{s}: G1 pass, G2 pass, 21 runs, every run finite" for s in (101, 102)]
+    shutil.rmtree(runs_root(PROFILE))
+    plan = runs_of(pipe)
+    assert list(plan) == [] and len(plan.kept) == 2 * 22
+    result = drive(open_section(SECTION, profile=PROFILE))
+    assert _plain(result.claims) == metrics["claims"]
