@@ -2,12 +2,14 @@
 06, the results index), generated from a claims table (``lsa.claims``) and the premise gates,
 never written by hand.
 
-Three parts: the paper's claims as it ran them (origin ``paper``), one line each with the
+Four parts: the paper's claims as it ran them (origin ``paper``), one line each with the
 verdict, our interval, the paper's number and Holm's adjustment, at most ``MOST`` lines (a
 claim whose premise failed names the gates that failed with their numbers and the verdict its
 numbers would give); the answers to the paper's three known objections, from the claims that
 answer them; what this replication found beyond the paper (the decided outcomes of the
-project's controls and the extensions), labelled as ours.
+project's controls and the extensions), labelled as ours; and the project's own exploratory
+finding (``FINDING``), from the controls that carry its numbers, labelled as ours and not yet
+confirmed.
 """
 
 from __future__ import annotations
@@ -30,6 +32,25 @@ OBJECTIONS: dict[str, tuple[str, ...]] = {
     "SCE is not the L2 distance the theory bounds": ("T1.6",),
     "The regularized run costs more than CE: is the gain the compute?": ("A5.1", "A5.2"),
 }
+#: the project's own exploratory finding (issue 62's pilot: at the paper's alpha the regularizer
+#: sharpens more than it aligns; its alignment part alone may help beyond the window at a cost
+#: inside it), as the claims of Section 5.3's item 1 on EABF that carry its numbers: each claim
+#: by what it says (ids differ between profiles; ``tests/test_headline.py`` checks the texts
+#: against the published ``mini-full``), with what it shows. SCE = Jeffreys + twice the mean
+#: entropy (``docs/methods.md``).
+FINDING: tuple[tuple[str, str], ...] = (
+    ("CE + 0.1 x SCE: its effect on misalignment (eabf)",
+     "the paper's regularizer at its alpha lowers the metric (against CE-only)"),
+    ("CE + 0.1 x SCE: its effect on jeffreys (eabf)", "of which its alignment part, Jeffreys"),
+    ("CE + 0.1 x SCE: its effect on mean_entropy (eabf)",
+     "and its sharpness part, the mean entropy (the metric holds it twice)"),
+    ("CE + 0.1 x entropy against eabf CE (both windows) (longest-window NLL)",
+     "the sharpness part alone, against the same-cost control: NLL at the longest window"),
+    ("CE + 1 x Jeffreys against eabf CE (both windows) (longest-window NLL)",
+     "the alignment part alone (alpha 1), against the same-cost control: the same NLL"),
+    ("CE + 1 x Jeffreys: its effect on the copy NLL at 1x l_train (use of far context; eabf)",
+     "its cost inside the window (against CE-only): copy NLL at 1x"),
+)
 #: the outcomes of the project's controls that decide something (not "unclear")
 DECIDED = ("helps", "hurts", "lowers", "raises", "passes", "fails")
 
@@ -197,4 +218,20 @@ def headline(table, gates=None, profile: str = "", answers: dict[str, str] | Non
             for r in ours[:5]]
     if not ours:
         out.append("- none")
+    out += finding_lines(rows)
     return "\n".join(out)
+
+
+def finding_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The project's exploratory finding (``FINDING``) from the rows that carry it, each with
+    its id, verdict and numbers; none where the profile has none of them."""
+    by_claim = {r["claim"]: r for r in rows}
+    found = [(what, by_claim[text]) for text, what in FINDING if text in by_claim]
+    if not found:
+        return []
+    return ["", "**Our own finding, exploratory, not yet confirmed** (the project's reading of "
+            "its controls on EABF, not a claim of the paper; Jeffreys' alpha 1 was chosen on the "
+            "first base model's runs; a pre-registered study on new base models tests it: "
+            "`docs/preregistration.md`):", "",
+            *[f"- {what}: {r['id']} **{r['verdict']}** ({_short(r['ours'])})"
+              for what, r in found]]

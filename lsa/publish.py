@@ -282,7 +282,9 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
            "Every number below comes from those runs; the executed notebooks are under "
            "[notebooks/](notebooks/).", "",
            headline(claims, [Gate(**g) for g in gates or []], stamp["profile"],
-                    *_report_answers(snapshot)), "", "## The premise gates", ""]
+                    *_report_answers(snapshot)), ""]
+    out += superseded(snapshot, claims)
+    out += ["## The premise gates", ""]
     if gates is None:
         out += ["This snapshot predates the premise gates (`lsa.gates`): its verdicts were given "
                 "without checking that the testbed shows the phenomenon the paper is about.", ""]
@@ -329,6 +331,38 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
             table = sub.drop(columns=["section"]).fillna("")
             out += [f"### {section}", "", table.to_markdown(index=False), ""]
     return "\n".join(out)
+
+
+def superseded(snapshot: Path, claims) -> list[str]:
+    """The verdicts of ``snapshot`` that a published profile running its runs and more
+    (``lsa.runs.SHARED_RUNS``: ``mini-full`` holds ``mini``'s settings on more seeds and base
+    models) reads otherwise, each claim matched by what it says and its method (ids differ
+    between profiles): a part of the page to read before this one's verdicts; none where no
+    such profile is published beside it."""
+    import pandas as pd
+
+    from lsa.runs import SHARED_RUNS
+
+    out = []
+    for other in sorted(p for p, base in SHARED_RUNS.items() if base == snapshot.name):
+        path = snapshot.parent / other / "claims.csv"
+        if not path.exists():
+            continue
+        theirs = pd.read_csv(path, keep_default_na=False, dtype=str)
+        key = ["claim", "method"] if "method" in theirs else ["claim"]
+        mine = claims.astype({k: str for k in key}).fillna({k: "" for k in key})
+        both = mine.merge(theirs[[*key, "id", "verdict"]].drop_duplicates(key), on=key,
+                          suffixes=("", "_other"))
+        moved = both[both["verdict"] != both["verdict_other"]]
+        out += [f"## What `{other}` reads otherwise", "",
+                f"[`{other}`](../{other}/RESULTS.md) runs this profile's settings on more "
+                f"seeds and base models: read it first. Of the {len(both)} claims both make "
+                f"(matched by what they say and their method: the ids differ), {len(moved)} "
+                f"read otherwise there" + (":" if len(moved) else "."), "",
+                *[f"- {r['id']} {r['claim']}: **{r['verdict']}** here, **{r['verdict_other']}** "
+                  f"in `{other}` ({r['id_other']})" for r in moved.to_dict(orient="records")],
+                ""]
+    return out
 
 
 def _report_answers(snapshot: Path) -> tuple[dict[str, str], dict[str, Any] | None]:

@@ -4,7 +4,7 @@ import math
 
 from lsa.claims import Claim, claims_table, judged, with_holm
 from lsa.gates import Gate
-from lsa.headline import MOST, headline
+from lsa.headline import FINDING, MOST, headline
 
 
 def claim(id, claim_text, origin="paper", kind="paper", **kw):
@@ -115,3 +115,33 @@ def test_threshold_checks_are_counted_apart_from_the_claims_judged_on_an_interva
     assert list(apart) == ["threshold"] and apart["threshold"] == {"agrees": 2}
     text = counts_sentence(counts, apart)
     assert text.index("judged on an interval**") < text.index("**2 threshold checks")
+
+
+def test_our_exploratory_finding_is_labelled_and_comes_from_its_claims():
+    """The project's own finding (``FINDING``) is its own part, labelled as ours and not yet
+    confirmed, each line the claim's id, verdict and numbers; a profile without those claims
+    has no such part."""
+    texts = [text for text, _ in FINDING]
+    rows = [claim("A1.13", texts[0], origin="control", kind="control", verdict="lowers",
+                  ours="misalignment 8.2 -> 6.7, paired diff -1.48 [-1.59, -1.37]"),
+            claim("A1.36", texts[4], origin="control", kind="control", verdict="unclear",
+                  ours="NLL 4.86 -> 4.71, paired diff -0.149 [-0.465, +0.168]")]
+    text = headline(claims_table(rows))
+    part = text.split("**Our own finding, exploratory, not yet confirmed**")[1]
+    assert "not a claim of the paper" in part and "docs/preregistration.md" in part
+    assert (f"- {FINDING[0][1]}: A1.13 **lowers** (misalignment 8.2 -> 6.7, paired diff -1.48 "
+            "[-1.59, -1.37])") in part
+    assert f"- {FINDING[4][1]}: A1.36 **unclear** (NLL 4.86" in part
+    assert part.index("A1.13") < part.index("A1.36")                   # FINDING's order
+    assert "Our own finding" not in headline(claims_table([rows[0] | {"claim": "other"}]))
+
+
+def test_the_finding_names_claims_the_published_mini_full_makes():
+    """Each claim of ``FINDING`` is one the ablation section writes, word for word: the
+    published ``mini-full`` (3 bases) holds every one."""
+    import pandas as pd
+
+    from lsa import paths
+
+    claims = set(pd.read_csv(paths.ROOT / "docs" / "results" / "mini-full" / "claims.csv")["claim"])
+    assert [text for text, _ in FINDING if text not in claims] == []

@@ -303,3 +303,30 @@ def test_a_snapshot_names_every_commit_that_made_its_runs(tmp_path):
         assert line in (root / "STAMP.md").read_text() and line in (root / "RESULTS.md"
                                                                      ).read_text()
         assert line.capitalize() in (root.parent / "README.md").read_text()
+
+
+def test_a_profile_that_holds_more_names_the_verdicts_it_reads_otherwise(tmp_path):
+    """mini's page lists each claim that the published mini-full (mini's settings on more seeds
+    and base models) judges otherwise, matched by its text and method (the ids differ); a claim
+    alone in one profile, or with the same verdict, is not listed; no mini-full, no part."""
+    import pandas as pd
+
+    from lsa.claims import claims_table
+
+    header = "id,section,kind,origin,method,claim,paper,grade,ours,verdict,evidence\n"
+    mini, full = tmp_path / "mini", tmp_path / "mini-full"
+    mini.mkdir()
+    (mini / "claims.csv").write_text(header + "A1.11,s,control,control,eabf,Jeffreys 1 vs CE,"
+                                     "-,?,o,helps,e\nA1.2,s,control,control,eabf,SCE 0.1 vs CE,"
+                                     "-,?,o,unclear,e\nT1.1,s,paper,paper,,r < 0,p,A,o,agrees,e\n")
+    claims = claims_table(pd.read_csv(mini / "claims.csv").to_dict(orient="records"))
+    assert publish.superseded(mini, claims) == []
+    full.mkdir()
+    (full / "claims.csv").write_text(header + "A1.36,s,control,control,eabf,Jeffreys 1 vs CE,"
+                                     "-,?,o,unclear,e\nA1.12,s,control,control,pi,SCE 0.1 vs CE,"
+                                     "-,?,o,hurts,e\nT1.1,s,paper,paper,,r < 0,p,A,o,agrees,e\n")
+    lines = publish.superseded(mini, claims)
+    assert lines[0] == "## What `mini-full` reads otherwise"
+    assert "Of the 2 claims both make" in lines[2] and "1 read otherwise there:" in lines[2]
+    assert lines[4:] == ["- A1.11 Jeffreys 1 vs CE: **helps** here, **unclear** in `mini-full` "
+                         "(A1.36)", ""]
