@@ -413,7 +413,7 @@ def _power(args) -> int:
 
 def _publish(args) -> int:
     from lsa.files import atomic_write_text
-    from lsa.publish import NotPublishable, destination, publish, results_markdown
+    from lsa.publish import NotPublishable, destination, keep_moved, publish, results_markdown
 
     if args.results_only:  # the results page of the committed snapshot, from its own files
         folder = destination(_load(args).profile)
@@ -421,7 +421,8 @@ def _publish(args) -> int:
             problem(args, f"not published: {folder} holds no snapshot; publish one: python -m "
                           f"lsa publish --profile {_load(args).profile}")
             return EXIT["missing"]
-        atomic_write_text(folder / "RESULTS.md", results_markdown(folder))
+        page, new = folder / "RESULTS.md", results_markdown(folder)
+        atomic_write_text(page, keep_moved(page.read_text(), new) if page.exists() else new)
         print(folder / "RESULTS.md")
         return 0
     try:
@@ -626,7 +627,8 @@ def main(argv: list[str] | None = None) -> int:
     p = command(sub, "publish", help="copy a finished profile's report into docs/results/")
     _profile_options(p)
     p.add_argument("--results-only", action="store_true",
-                   help="only write RESULTS.md of the committed snapshot from its own files")
+                   help="only write RESULTS.md of the committed snapshot from its own files "
+                        "(its part on what moved since the previous snapshot kept as it was)")
     p.set_defaults(func=_publish)
     p = command(sub, "study", help="the confirmatory study (issue 62): keep its complete bases "
                        "(prints gates and finiteness only), its design, make its next bases, "

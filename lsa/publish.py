@@ -253,6 +253,10 @@ def _stamp_markdown(stamp: dict[str, Any], profile: str, run_ids: set[str] | Non
     return "\n".join(lines) + "\n"
 
 
+#: the heading of the results page's comparison with the snapshot it replaced
+MOVED = "## What moved since the previous snapshot"
+
+
 def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str:
     """The results page of a published snapshot, from its own files (``claims.csv``,
     ``stamp.json``, ``gates.json`` where the run had gates): the premise gates, the counts by
@@ -299,7 +303,7 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     if len(by_method):
         out += ["", "The paper's claims about each fine-tuning method, by verdict (each rests on "
                 "G1, G2 and the method's own G3):", "", by_method.to_markdown(index=False)]
-    out += ["", "## What moved since the previous snapshot", ""]
+    out += ["", MOVED, ""]
     if previous_claims is None:
         out += ["No previous snapshot.", ""]
     else:
@@ -331,6 +335,24 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
             table = sub.drop(columns=["section"]).fillna("")
             out += [f"### {section}", "", table.to_markdown(index=False), ""]
     return "\n".join(out)
+
+
+def keep_moved(old: str, new: str) -> str:
+    """``new``, a results page rendered again from a snapshot's own files (``lsa publish
+    --results-only``), with ``old``'s part on what moved since the previous snapshot: that
+    comparison was made at publishing against files no longer in the tree, so a page rendered
+    again keeps it as it was."""
+    def part(text: str) -> tuple[int, int] | None:
+        start = text.find(MOVED)
+        if start < 0:
+            return None
+        end = text.find("\n## ", start + len(MOVED))
+        return start, len(text) if end < 0 else end + 1
+
+    was, now = part(old), part(new)
+    if was is None or now is None:
+        return new
+    return new[:now[0]] + old[was[0]:was[1]] + new[now[1]:]
 
 
 def superseded(snapshot: Path, claims) -> list[str]:

@@ -330,3 +330,15 @@ def test_a_profile_that_holds_more_names_the_verdicts_it_reads_otherwise(tmp_pat
     assert "Of the 2 claims both make" in lines[2] and "1 read otherwise there:" in lines[2]
     assert lines[4:] == ["- A1.11 Jeffreys 1 vs CE: **helps** here, **unclear** in `mini-full` "
                          "(A1.36)", ""]
+
+
+def test_a_page_rendered_again_keeps_what_moved_as_it_was():
+    """``lsa publish --results-only`` renders RESULTS.md again from the snapshot's files; the
+    comparison with the previous snapshot (made at publishing, against files gone since) is
+    kept word for word, everything else is the new rendering."""
+    moved, claims = f"{publish.MOVED}\n\n", "\n## Claims\n"
+    old = f"# R\n\nold headline\n\n{moved}- verdicts changed (2): x, y\n{claims}old\n"
+    new = f"# R\n\nnew headline\n\n{moved}No previous snapshot.\n{claims}new\n"
+    assert publish.keep_moved(old, new) == (
+        f"# R\n\nnew headline\n\n{moved}- verdicts changed (2): x, y\n{claims}new\n")
+    assert publish.keep_moved("no such part", new) == new
