@@ -29,7 +29,9 @@ def fake_finished(run, nll=3.0):
     (run.folder / FINISHED).write_text(json.dumps({"steps": 1}))
 
 
-def test_only_the_study_profiles_plan_study_runs_and_run_section_07():
+def test_only_the_study_profiles_plan_study_runs_and_run_section_07(tmp_path, monkeypatch):
+    # the plan before any block is kept (the repository's kept blocks: the next test)
+    monkeypatch.setattr(runs, "snapshot_folder", lambda profile: tmp_path / profile)
     for profile in ("smoke", "mini", "mini-full"):
         pipe = load_config(profile=profile)
         assert "07_mechanism_study" not in pipe.sections
@@ -94,6 +96,27 @@ def test_a_kept_base_is_read_not_planned_and_a_changed_file_stops_the_analysis(k
         read_study(pipe, again)
     assert "\n" not in str(err.value) and block[1].id in str(err.value)
     assert "changed against" in str(err.value)
+
+
+def test_the_kept_blocks_of_the_repository_are_read_and_never_planned():
+    """A fresh clone's plan of the study: every run of a base kept in ``docs/results/study/``
+    is read from there (its marker is there), none is a job; a kept base that failed G1 or G2
+    has its replacement planned, as ``lsa.config.base_plan`` says."""
+    from lsa.config import base_plan
+
+    pipe = load_config(profile="study")
+    found = runs.read_kept("study")
+    if found is None:
+        pytest.skip("no study block is kept yet")
+    plan = runs_of(pipe)
+    made = {r.id for r in plan}  # what the workflow makes a job for
+    assert found.runs <= plan.kept and not made & plan.kept
+    for name, base in found.bases.items():
+        assert [r.id for r in kept.base_runs(plan)[name]] == base["runs"]
+        assert all(r.finished and r.folder.is_relative_to(found.root)
+                   for r in kept.base_runs(plan)[name])
+    seeds = base_plan(pipe.study, found.passed()).seeds
+    assert sorted(plan.bases) == sorted(f"base_s{s}" for s in seeds)
 
 
 def test_study_run_gives_snakemake_its_targets_as_targets():
