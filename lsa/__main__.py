@@ -423,7 +423,7 @@ def _publish(args) -> int:
             return EXIT["missing"]
         page, new = folder / "RESULTS.md", results_markdown(folder)
         atomic_write_text(page, keep_moved(page.read_text(), new) if page.exists() else new)
-        print(folder / "RESULTS.md")
+        print(page)
         return 0
     try:
         print(publish(_load(args).profile))

@@ -154,7 +154,7 @@ def paired_accuracy(rows: pd.DataFrame, by: list[str], alpha: float, level: floa
                                                    len(diff), level)
         per_seed = sub.groupby("seed")["diff"].mean()
         # SEED_RULE: t over the seed means, widened to the answers' own interval (two equal
-        # seed means give t no width); one seed: NaN (min and max keep a NaN bound)
+        # seed means give t no width); one seed: no interval
         t_low, t_high = seed_t_interval(per_seed.to_numpy(), level)
         low, high = (min(t_low, 100 * a_low), max(t_high, 100 * a_high)) if len(per_seed) > 1 \
             else (math.nan, math.nan)
