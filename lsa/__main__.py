@@ -24,6 +24,7 @@
     python -m lsa synthetic [--profile P]               Section 3's grid of small models (a run)
     python -m lsa bench    misalign [--quick | --shape S] cost of CE + SCE vs CE only
     python -m lsa bench    jobs [--profile P]           job throughput at 1 and 2 threads
+    python -m lsa bench    notebooks [--only 01,03]     each notebook run alone, timed
     python -m lsa timings  [--profile P]                where a profile's time went
     python -m lsa publish  [--profile P] [--results-only] snapshot into docs/results/ (committed)
     python -m lsa study    keep | design | run --bases N [--profile study]
@@ -355,6 +356,10 @@ def _bench(args) -> int:
         from lsa.throughput import main as jobs_main
 
         return jobs_main(args)
+    if args.what == "notebooks":
+        from lsa.readers import main as readers_main
+
+        return readers_main(args)
     from lsa.bench import main as bench_main
 
     return bench_main(args)
@@ -591,9 +596,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--expect-id", help="the run folder the pipeline expects; the job fails "
                                            "before any compute when its own differs")
         p.set_defaults(func=_job)
-    p = command(sub, "bench", help="measure the regularizer's cost (misalign) or the jobs' "
-                       "throughput by thread count (jobs)")
-    p.add_argument("what", choices=["misalign", "jobs"])
+    p = command(sub, "bench", help="measure the regularizer's cost (misalign), the jobs' "
+                       "throughput by thread count (jobs) or how long each notebook run alone "
+                       "takes (notebooks)")
+    p.add_argument("what", choices=["misalign", "jobs", "notebooks"])
+    p.add_argument("--only", help="notebooks: a comma-separated subset by number (01,03)")
     p.add_argument("--profile", choices=PROFILES, help="jobs: the shapes of this profile "
                    "(default mini)")
     p.add_argument("--kinds", help="jobs: a comma-separated subset of the kinds")
