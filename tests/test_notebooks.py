@@ -30,12 +30,19 @@ def test_every_section_notebook_exists():
 
 
 @pytest.mark.slow
-def test_notebooks_run_with_their_defaults(out_root, monkeypatch):
+def test_notebooks_run_with_their_defaults(smoke_pipeline, out_root, monkeypatch):
     """As in JupyterLab: no parameters injected; outputs go to the (temporary) output root.
     Every figure they draw from the smoke runs must follow lsa.plots.figure_problems's rules
-    (LSA_STRICT_FIGURES: a figure that breaks them fails its notebook)."""
+    (LSA_STRICT_FIGURES: a figure that breaks them fails its notebook). The smoke runs are the
+    pipeline's (``smoke_pipeline``, copied into the output root): this test is about reading
+    them, the pipeline's tests about making them; each "Try it" still trains its own new runs
+    (and test_missing_runs_of_a_notebook_run_alone checks a notebook alone trains what is
+    missing)."""
+    import shutil
+
     import papermill as pm
 
+    shutil.copytree(paths.ROOT / "results" / "smoke" / "runs", paths.results_dir("smoke") / "runs")
     paths.write_last_profile("smoke")  # as after `make reproduce PROFILE=smoke`
     monkeypatch.setenv("LSA_STRICT_FIGURES", "1")  # the kernels inherit it
     pipe = load_config(profile="smoke")
