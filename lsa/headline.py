@@ -2,14 +2,15 @@
 06, the results index), generated from a claims table (``lsa.claims``) and the premise gates,
 never written by hand.
 
-Four parts: the paper's claims as it ran them (origin ``paper``), one line each with the
+Five parts: the paper's claims as it ran them (origin ``paper``), one line each with the
 verdict, our interval, the paper's number and Holm's adjustment, at most ``MOST`` lines (a
 claim whose premise failed names the gates that failed with their numbers and the verdict its
 numbers would give); the answers to the paper's three known objections, from the claims that
 answer them; what this replication found beyond the paper (the decided outcomes of the
 project's controls and the extensions), labelled as ours; and the project's own exploratory
 finding (``FINDING``), from the controls that carry its numbers, labelled as ours and not yet
-confirmed.
+confirmed; and the confirmatory study that tests it (``study_lines``): how it stands while it is
+open, its outcome from its own claims once they are published.
 """
 
 from __future__ import annotations
@@ -157,11 +158,12 @@ def bases_line(bases: dict[str, Any] | None) -> str:
 
 
 def headline(table, gates=None, profile: str = "", answers: dict[str, str] | None = None,
-             bases: dict[str, Any] | None = None) -> str:
-    """The three parts of the module's docstring, as markdown, from ``table`` (a claims table:
+             bases: dict[str, Any] | None = None, study: dict[str, Any] | None = None) -> str:
+    """The parts of the module's docstring, as markdown, from ``table`` (a claims table:
     ``lsa.claims.claims_table``, with ``p_holm`` where the report computed it), the premise
-    ``gates``, the sections' sentences that answer an objection (``answers``) and the
-    independently pretrained base models the fine-tuning claims rest on (``bases_line``)."""
+    ``gates``, the sections' sentences that answer an objection (``answers``), the
+    independently pretrained base models the fine-tuning claims rest on (``bases_line``) and
+    the confirmatory study's state (``lsa.kept.status``; ``study_lines``)."""
     answers = answers or {}
     rows = table.to_dict(orient="records")
     paper = [r for r in rows if r.get("origin") == "paper"]
@@ -219,6 +221,7 @@ def headline(table, gates=None, profile: str = "", answers: dict[str, str] | Non
     if not ours:
         out.append("- none")
     out += finding_lines(rows)
+    out += study_lines(study)
     return "\n".join(out)
 
 
@@ -235,3 +238,41 @@ def finding_lines(rows: list[dict[str, Any]]) -> list[str]:
             "`docs/preregistration.md`):", "",
             *[f"- {what}: {r['id']} **{r['verdict']}** ({_short(r['ours'])})"
               for what, r in found]]
+
+
+#: how the headline names a study test's family (``lsa.study``'s ``Test.family``)
+FAMILIES = {"primary": "primary", "secondary": "secondary, one Holm family",
+            "paper": "the paper's comparison on the study's bases, a family of three"}
+
+
+def study_lines(status: dict[str, Any] | None) -> list[str]:
+    """The confirmatory study's part (``status``: ``lsa.kept.status``): while it is open, where
+    its kept blocks are and that no outcome is read; once section 07's metrics are published,
+    its look and each confirmatory test's line from its claim (id, family, verdict and the
+    sentence of its numbers, ``lsa.sections.study.claims.outcome_sentence``). No number is
+    typed here: each comes from the claims or the look (``tests/test_headline.py``)."""
+    if not status:
+        return []
+    profile = status["profile"]
+    out = ["", "**The confirmatory study (ours, pre-registered)**: the project's finding "
+           "(sharpening against alignment) tested on new base models, as "
+           "`docs/preregistration.md` planned it before the study's first run, reported apart "
+           f"from the paper's claims (section 07, profile `{profile}`):", ""]
+    section = status.get("section")
+    if section is None:
+        return out + [f"- open: its kept blocks and how far each stage is are in "
+                      f"`docs/results/{profile}/README.md`; no outcome is read before its "
+                      "first stage is in"]
+    look = section.get("look")
+    if look:
+        out.append(f"- its one look, at {look['bases']} bases: H1's p {look['p']:.3g} against "
+                   f"the boundary {look['bound']:.3g}: "
+                   + ("the study stops there" if look["stop"]
+                      else "it goes on to its second stage, and nothing else is read"))
+    claims = [c for c in section.get("claims", []) if c.get("origin") == "study"]
+    if section.get("judged") and claims:
+        out.append(f"- on {len(section.get('bases', []))} base models, each comparison paired "
+                   "within base:")
+        out += [f"- {c['id']} ({FAMILIES.get(c.get('family'), c.get('family'))}) {c['claim']}: "
+                f"**{c['verdict']}** ({c['ours']})" for c in claims]
+    return out

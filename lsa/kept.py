@@ -20,14 +20,20 @@ naming the file.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from lsa import files, published
 from lsa.runs import Kept, read_kept
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from lsa.config import PipelineConfig
     from lsa.runs import Run, RunSet
+
+#: the study's section (``lsa.sections.study``), whose published metrics hold its outcome
+SECTION = "07_mechanism_study"
 
 
 def verify(profile: str) -> Kept | None:
@@ -150,3 +156,19 @@ def page(pipe: PipelineConfig, kept: Kept) -> str:
             "next N bases not kept, base by base), then `python -m lsa study keep --profile "
             f"{profile}`, and commit this folder.", ""]
     return "\n".join(out)
+
+
+def status(profile: str = "study") -> dict[str, Any] | None:
+    """Where the confirmatory study of ``profile`` stands, for the headline
+    (``lsa.headline.study_lines``), from the repository's files and nothing else: ``section``,
+    section 07's published metrics (its claims, its look, its bases) once its notebook has run
+    on the kept blocks and been published beside them (``sections/<SECTION>/metrics.json``);
+    else None for it (the study is open: no outcome is read; the kept blocks' page says how far
+    it is, rewritten at each keep); None where nothing is kept."""
+    root = published.folder(profile)
+    metrics = root / "sections" / SECTION / "metrics.json"
+    if files.exists(metrics):
+        return {"profile": profile, "section": json.loads(files.read_text(metrics))}
+    if not (root / published.MANIFEST).exists():
+        return None
+    return {"profile": profile, "section": None}

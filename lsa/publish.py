@@ -33,7 +33,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lsa import files, paths, published, timings
+from lsa import files, kept, paths, published, timings
 from lsa.runs import runs_of
 
 REPORT = "06_replication_report"
@@ -286,7 +286,7 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
            "Every number below comes from those runs; the executed notebooks are under "
            "[notebooks/](notebooks/).", "",
            headline(claims, [Gate(**g) for g in gates or []], stamp["profile"],
-                    *_report_answers(snapshot)), ""]
+                    *_report_answers(snapshot), kept.status()), ""]
     out += superseded(snapshot, claims)
     out += ["## The premise gates", ""]
     if gates is None:

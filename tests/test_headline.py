@@ -145,3 +145,63 @@ def test_the_finding_names_claims_the_published_mini_full_makes():
 
     claims = set(pd.read_csv(paths.ROOT / "docs" / "results" / "mini-full" / "claims.csv")["claim"])
     assert [text for text, _ in FINDING if text not in claims] == []
+
+
+# --- the confirmatory study's part (lsa.headline.study_lines, from lsa.kept.status) ----------
+
+
+def test_the_study_part_while_it_is_open_names_where_it_stands_and_reads_no_outcome(tmp_path,
+                                                                                   monkeypatch):
+    from lsa import files, kept, published
+    from lsa.headline import study_lines
+
+    monkeypatch.setattr(published, "folder", lambda profile: tmp_path / profile)
+    assert kept.status() is None and study_lines(None) == []  # nothing kept: no part
+    files.write_json(tmp_path / "study" / "MANIFEST.json", {"bases": {}, "files": {}})
+    status = kept.status()
+    assert status == {"profile": "study", "section": None}
+    text = "\n".join(study_lines(status))
+    assert "`docs/results/study/README.md`" in text and "no outcome is read" in text
+    assert not any(ch.isdigit() for ch in text.replace("section 07", ""))  # no count to go stale
+    # once section 07's metrics are published beside the kept blocks, they are what it reads
+    files.write_packed(tmp_path / "study" / "sections" / kept.SECTION / "metrics.json",
+                       b'{"judged": false, "claims": []}')
+    assert kept.status()["section"] == {"judged": False, "claims": []}
+
+
+def test_the_study_part_once_judged_is_its_claims_with_no_typed_number():
+    """Each confirmatory test's line is its claim's id, family, verdict and sentence (section
+    07's own claims on synthetic numbers); every number in the part comes from the claims or
+    the look."""
+    import re
+
+    from test_study import base_table, small_config, synthetic
+
+    from lsa import study
+    from lsa.headline import FAMILIES, study_lines
+    from lsa.sections.study.claims import study_claims
+
+    cfg = small_config()
+    analysis = study.analyse(cfg, synthetic(cfg, [1, 2, 3, 4], sd=0.002),
+                             base_table([1, 2, 3, 4]), {m: True for m in cfg.methods}, 3.0)
+    claims = study_claims(analysis, cfg)
+    look = {"bases": 4, "p": 0.0123456, "bound": 0.00271828, "stop": True}
+    section = {"judged": True, "bases": [1, 2, 3, 4], "look": look, "claims": claims}
+    lines = study_lines({"profile": "study", "section": section})
+    for c in claims:
+        (line,) = [x for x in lines if x.startswith(f"- {c['id']} ")]
+        assert f"({FAMILIES[c['family']]})" in line and f"**{c['verdict']}**" in line
+        assert line.endswith(f"({c['ours']})")
+    assert any("its one look, at 4 bases: H1's p 0.0123 against the boundary 0.00272: the "
+               "study stops there" in x for x in lines)
+    assert any(x.startswith("- on 4 base models") for x in lines)
+    rest = "\n".join(lines)
+    for c in claims:  # a test's text names its arms ("entropy 0.1"): the study's, not typed here
+        rest = rest.replace(c["ours"], "").replace(c["claim"], "")
+    rest = rest.replace("0.0123", "").replace("0.00272", "")
+    assert not re.search(r"\d*\.\d+|\d+\s*%", rest), rest
+    # a look that does not stop reads nothing else: no claim line
+    going_on = study_lines({"profile": "study", "section": {
+        "judged": False, "bases": [1, 2], "claims": [], "look": {**look, "stop": False}}})
+    assert any("goes on to its second stage" in x for x in going_on)
+    assert not any(x.startswith("- ST.") for x in going_on)

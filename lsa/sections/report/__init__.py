@@ -82,9 +82,13 @@ def bases_of(pipe: PipelineConfig) -> dict[str, Any]:
 
 
 def headline_text(setup: Setup, result: ReportResult) -> str:
-    """"What this replication found" (``lsa.headline``) from the report's claims and gates."""
+    """"What this replication found" (``lsa.headline``) from the report's claims and gates,
+    and the confirmatory study's state as the repository holds it (``lsa.kept.status``)."""
+    from lsa import kept
+
     return headline(result.claims_table, [Gate(**g) for g in result.metrics.get("gates", [])],
-                    setup.profile, result.metrics.get("answers"), result.metrics.get("bases"))
+                    setup.profile, result.metrics.get("answers"), result.metrics.get("bases"),
+                    kept.status())
 
 
 def describe(setup: Setup, result: ReportResult) -> str:
