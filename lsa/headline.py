@@ -260,7 +260,7 @@ def study_lines(status: dict[str, Any] | None) -> list[str]:
            f"from the paper's claims (section 07, profile `{profile}`):", ""]
     section = status.get("section")
     if section is None:
-        return out + [f"- open: its kept blocks and how far each stage is are in "
+        return out + ["- open: its kept blocks and how far each stage is are in "
                       f"`docs/results/{profile}/README.md`; no outcome is read before its "
                       "first stage is in"]
     look = section.get("look")

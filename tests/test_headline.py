@@ -167,6 +167,9 @@ def test_the_study_part_while_it_is_open_names_where_it_stands_and_reads_no_outc
     files.write_packed(tmp_path / "study" / "sections" / kept.SECTION / "metrics.json",
                        b'{"judged": false, "claims": []}')
     assert kept.status()["section"] == {"judged": False, "claims": []}
+    from lsa.sections.study.claims import SECTION  # the section kept.status reads is section 07
+
+    assert kept.SECTION == SECTION
 
 
 def test_the_study_part_once_judged_is_its_claims_with_no_typed_number():
