@@ -113,10 +113,20 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def markdown(rows: list[dict[str, Any]], books: bool, commit: str | None) -> str:
+    """The page ``main`` writes beside its JSON: how it was measured, then ``table``."""
+    corpus = "in `data/` already" if books else "fetched by the first notebook that reads it"
+    return (f"# How long a reader waits for each notebook\n\nMeasured in one run by `python -m "
+            f"lsa bench notebooks` at `{(commit or '?')[:7]}` ({os.cpu_count()} CPUs): each "
+            "notebook run alone with its own defaults into a fresh output root (nothing made on "
+            "the machine is read; lsa/readers.py says what each column is). The book corpus "
+            f"was {corpus}.\n\n" + table(rows) + "\n")
+
+
 def main(args) -> int:
     from tqdm.auto import tqdm
 
-    from lsa.files import device_info, write_json
+    from lsa.files import atomic_write_text, device_info, git_commit, write_json
 
     books = (paths.CACHE / "books").is_dir()
     rows = []
@@ -126,9 +136,11 @@ def main(args) -> int:
             rows.append(time_notebook(path, Path(tmp) / path.stem))
     out = Path(args.out) if args.out else paths.output_root() / "results" / "bench" / \
         "notebooks.json"
-    write_json(out, {"notebooks": rows, "books_present": books, "device": device_info(),
-                     "cpu_count": os.cpu_count()})
-    print(table(rows))
-    print(f"\nbook corpus {'present' if books else 'fetched by the first notebook'}; "
-          f"written to {out}")
+    commit = git_commit()
+    write_json(out, {"notebooks": rows, "books_present": books, "commit": commit,
+                     "device": device_info(), "cpu_count": os.cpu_count()})
+    text = markdown(rows, books, commit)
+    atomic_write_text(out.with_suffix(".md"), text)
+    print(text)
+    print(f"written to {out} and {out.with_suffix('.md')}")
     return 0

@@ -58,3 +58,13 @@ def test_the_section_notebooks_have_the_heading_the_split_looks_for():
         nb = nbformat.read(path, as_version=4)
         assert any(c.cell_type == "markdown" and c.source.startswith(readers.TRY_IT_HEADING)
                    for c in nb.cells), path.name
+
+
+def test_the_page_says_how_it_was_measured():
+    row = {"notebook": "03_regularized_finetuning.ipynb", "published_s": 7.2, "try_it_s": 24.8,
+           "reads_published": True, "trained": 0, "try_it_trained": 9}
+    page = readers.markdown([row], books=False, commit="0123456789abcdef")
+    assert page.startswith("# How long a reader waits for each notebook")
+    assert "`python -m lsa bench notebooks` at `0123456`" in page
+    assert "fetched by the first notebook that reads it" in page
+    assert page.rstrip().endswith("| 03_regularized_finetuning.ipynb | 7 | yes | 0 | 25 | 9 |")
