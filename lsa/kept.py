@@ -77,7 +77,8 @@ def keep(pipe: PipelineConfig, plan: RunSet) -> list[str]:
                                                               pipe.study.outcomes, l_train)]
         records[name] = {"seed": int(name.removeprefix("base_s")), "G1": g1, "G2": g2,
                          "finite": not broken, "runs": [r.id for r in runs],
-                         "commits": sorted({run_commit(r) for r in runs})}
+                         "commits": sorted({run_commit(r) for r in runs}),
+                         "time": base_time(pipe, runs)}
         made += runs
         lines.append(f"{name}: G1 {'pass' if g1 else 'fail'}, G2 {'pass' if g2 else 'fail'}, "
                      f"{len(runs) - 1} runs, "
@@ -101,6 +102,31 @@ def keep(pipe: PipelineConfig, plan: RunSet) -> list[str]:
     files.write_json(manifest_path, manifest)
     files.atomic_write_text(root / PAGE, page(pipe, Kept(root, manifest)))
     return lines
+
+
+def base_time(pipe: PipelineConfig, runs: list[Run]) -> dict[str, float] | None:
+    """What one base took, from its runs' own ``run_info.json`` (each job's ``wall_time_s`` and
+    ``finished_utc``): ``span_s``, from the first job's start to the last one's end (the
+    base's makespan, bases being made one after another), and ``core_s``, each job's wall
+    time times the threads it holds (``workflow/settings.yaml``): over the cores, the floor of
+    that makespan (``lsa.timings.floor``). None where a run has no such record (a run made
+    before it was kept, by a version that wrote none)."""
+    import datetime as _dt
+
+    from lsa.pipeline import workflow_settings
+
+    settings, spans, core_s = workflow_settings(), [], 0.0
+    for run in runs:
+        info = run.folder / "run_info.json"
+        record = files.read_json(info) if info.exists() else {}
+        wall, end = record.get("wall_time_s"), record.get("finished_utc")
+        if wall is None or end is None:
+            return None
+        finished = _dt.datetime.fromisoformat(end).timestamp()
+        spans.append((finished - float(wall), finished))
+        core_s += float(wall) * settings.resources(pipe.profile, run.kind).threads
+    return {"span_s": round(max(e for _, e in spans) - min(s for s, _ in spans), 1),
+            "core_s": round(core_s, 1)}
 
 
 def run_commit(run: Run) -> str:
@@ -145,13 +171,25 @@ def page(pipe: PipelineConfig, kept: Kept) -> str:
             "study's outcomes (the pre-registration, section 8). Per kept base, what `study "
             "keep` printed: the premise gates G1 and G2 (a base failing either is replaced) "
             "and whether every run is finite.", "",
-            "| base | seed | G1 | G2 | every run finite | runs | made by |",
-            "|---|---|---|---|---|---|---|"]
+            "| base | seed | G1 | G2 | every run finite | runs | made by | time (min) | "
+            "core time (min) |", "|---|---|---|---|---|---|---|---|---|"]
+    timed = []
     for name, base in sorted(kept.bases.items(), key=lambda kv: int(kv[1]["seed"])):
         made_by = ", ".join(f"`{c[:7]}`" for c in base.get("commits", [])) or "?"
+        record = base.get("time")
+        timed += [record] if record else []
+        took = (f"{record['span_s'] / 60:.1f} | {record['core_s'] / 60:.1f}" if record
+                else "- | -")
         out.append(f"| {name} | {base['seed']} | {'pass' if base['G1'] else 'fail'} | "
                    f"{'pass' if base['G2'] else 'fail'} | {'yes' if base['finite'] else 'no'} "
-                   f"| {len(base['runs']) - 1} | {made_by} |")
+                   f"| {len(base['runs']) - 1} | {made_by} | {took} |")
+    if timed:
+        out += ["", f"Time: {len(timed)} of the {len(kept.bases)} kept bases have a record "
+                "(from their runs' `run_info.json`, kept in the manifest): their spans sum to "
+                f"{sum(t['span_s'] for t in timed) / 60:.1f} min, their jobs held "
+                f"{sum(t['core_s'] for t in timed) / 60:.1f} core-minutes. A base kept "
+                "without a record was kept before `study keep` wrote one (its results folder "
+                "is gone)."]
     out += ["", f"The next block: `python -m lsa study run --profile {profile} --bases N` (the "
             "next N bases not kept, base by base), then `python -m lsa study keep --profile "
             f"{profile}`, and commit this folder.", ""]

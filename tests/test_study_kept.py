@@ -20,8 +20,14 @@ def kept_root(tmp_path, monkeypatch, out_root):
     return tmp_path / "kept" / "study-smoke"
 
 
-def fake_finished(run, nll=3.0):
+def fake_finished(run, nll=3.0, wall=None, end=None):
+    """A finished run's files; ``wall`` and ``end`` (seconds, its job's wall time and end
+    time after 12:00 UTC) write its ``run_info.json`` as a job does."""
     run.folder.mkdir(parents=True, exist_ok=True)
+    if wall is not None:
+        when = f"2026-12-06T12:{end // 60:02d}:{end % 60:02d}+00:00"
+        (run.folder / "run_info.json").write_text(json.dumps({"wall_time_s": wall,
+                                                              "finished_utc": when}))
     metrics = {"perplexity": {str(n): {"nll": nll, "ppl": 20.0} for n in (128, 256, 512)},
                "long_range": {"128": {"copy_nll": 2.0}}}
     (run.folder / "metrics.json").write_text(json.dumps(metrics))
@@ -61,19 +67,25 @@ def test_a_kept_base_is_read_not_planned_and_a_changed_file_stops_the_analysis(k
     pipe = load_config(profile="study-smoke")
     plan = runs_of(pipe)
     block = kept.base_runs(plan)["base_s101"]
-    for run in block:
-        fake_finished(run)
+    # the base model (2 threads) from 12:00:00 to 12:10:00; the probe and arms (1 thread)
+    # 30 s each, the last ending at 12:20:00: the base took 20 min and held 20 + 21 x 0.5 min
+    fake_finished(block[0], wall=600, end=600)
+    for i, run in enumerate(block[1:]):
+        fake_finished(run, wall=30, end=1200 - 30 * i)
     lines = kept.keep(pipe, plan)
     assert lines == ["base_s101: G1 fail, G2 fail, 21 runs, every run finite"]
     manifest = files.read_json(kept_root / published.MANIFEST)
     assert manifest["bases"]["base_s101"]["runs"] == [r.id for r in block]
+    assert manifest["bases"]["base_s101"]["time"] == {"span_s": 1200.0,
+                                                      "core_s": 600 * 2 + 21 * 30}
     assert not any(name.endswith(".safetensors") for name in manifest["files"])
     # the page beside the manifest: the stage's progress, the failure and its replacement, the
     # gates and finiteness it printed, no outcome; the index of published results links it
     text = (kept_root / kept.PAGE).read_text()
     assert "**Stage 1: 0 of 2 bases kept** (seeds none); to make: 102, 103." in text
     assert "Failed G1 or G2: 101; replacements planned: 103 (1 of at most 4" in text
-    assert "| base_s101 | 101 | fail | fail | yes | 21 | `unknown` |" in text
+    assert "| base_s101 | 101 | fail | fail | yes | 21 | `unknown` | 20.0 | 30.5 |" in text
+    assert "Time: 1 of the 1 kept bases have a record" in text and "sum to 20.0 min" in text
     assert "nll" not in text.lower() and "estimate" not in text
     index = publish.results_index(kept_root.parent)
     assert "## `study-smoke`: the confirmatory study's kept blocks" in index
