@@ -106,11 +106,11 @@ def keep(pipe: PipelineConfig, plan: RunSet) -> list[str]:
 
 def base_time(pipe: PipelineConfig, runs: list[Run]) -> dict[str, float] | None:
     """What one base took, from its runs' own ``run_info.json`` (each job's ``wall_time_s`` and
-    ``finished_utc``): ``span_s``, from the first job's start to the last one's end (the
-    base's makespan, bases being made one after another), and ``core_s``, each job's wall
-    time times the threads it holds (``workflow/settings.yaml``): over the cores, the floor of
-    that makespan (``lsa.timings.floor``). None where a run has no such record (a run made
-    before it was kept, by a version that wrote none)."""
+    ``finished_utc``): ``start`` and ``end`` (epoch seconds) of its first job's start and its
+    last one's end, ``span_s`` between them, and ``core_s``, each job's wall time times the
+    threads it holds (``workflow/settings.yaml``): over the cores, the floor of that span
+    (``lsa.timings.floor``). None where a run has no such record (a run made before it was
+    kept, by a version that wrote none)."""
     import datetime as _dt
 
     from lsa.pipeline import workflow_settings
@@ -125,8 +125,23 @@ def base_time(pipe: PipelineConfig, runs: list[Run]) -> dict[str, float] | None:
         finished = _dt.datetime.fromisoformat(end).timestamp()
         spans.append((finished - float(wall), finished))
         core_s += float(wall) * settings.resources(pipe.profile, run.kind).threads
-    return {"span_s": round(max(e for _, e in spans) - min(s for s, _ in spans), 1),
+    start, end = min(s for s, _ in spans), max(e for _, e in spans)
+    return {"start": round(start, 1), "end": round(end, 1), "span_s": round(end - start, 1),
             "core_s": round(core_s, 1)}
+
+
+def covered_s(times: list[dict[str, float]]) -> float:
+    """The seconds that at least one of ``times`` (``base_time``'s) covers: the bases' spans
+    summed where they were made one after another, their union where they overlapped. A record
+    without ``start`` counts its ``span_s`` alone."""
+    spans = sorted((t["start"], t["end"]) for t in times if "start" in t)
+    total, reach = sum(t["span_s"] for t in times if "start" not in t), None
+    for start, end in spans:
+        if reach is None or start >= reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
 
 
 def run_commit(run: Run) -> str:
@@ -185,8 +200,8 @@ def page(pipe: PipelineConfig, kept: Kept) -> str:
                    f"| {len(base['runs']) - 1} | {made_by} | {took} |")
     if timed:
         out += ["", f"Time: {len(timed)} of the {len(kept.bases)} kept bases have a record "
-                "(from their runs' `run_info.json`, kept in the manifest): their spans sum to "
-                f"{sum(t['span_s'] for t in timed) / 60:.1f} min, their jobs held "
+                "(from their runs' `run_info.json`, kept in the manifest): they took "
+                f"{covered_s(timed) / 60:.1f} min (overlaps counted once), their jobs held "
                 f"{sum(t['core_s'] for t in timed) / 60:.1f} core-minutes. A base kept "
                 "without a record was kept before `study keep` wrote one (its results folder "
                 "is gone)."]

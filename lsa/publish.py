@@ -61,6 +61,8 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     from lsa.pipeline import check_outputs, pipeline_config
 
     pipe = pipeline_config(profile)
+    if pipe.study.enabled and dest is None:  # published beside its kept blocks
+        return publish_study(profile)
     problems = check_outputs(pipe)
     if problems:
         raise NotPublishable(f"profile {profile} fails its checks ({len(problems)} problems, "
@@ -111,6 +113,100 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     staging.rename(dest)
     files.atomic_write_text(dest.parent / "README.md", results_index(dest.parent))
     return dest
+
+
+def publish_study(profile: str) -> Path:
+    """Section 07 of the confirmatory study published beside its kept blocks
+    (``docs/results/<profile>/``, ``lsa.kept``), which stay as they are: the section's
+    ``metrics.json`` and ``run_info.json`` (``sections/``, what ``lsa.kept.status`` and the
+    headline read), its claims, executed notebook and figures, each listed in the manifest; the
+    manifest's and ``stamp.json``'s ``commit`` the one the notebook ran at; ``stamp.json``'s
+    time summed over the kept bases' own records (``lsa.kept.base_time``: no log of a machine
+    that made a block is needed); ``STAMP.md`` and ``RESULTS.md`` generated. It refuses a study
+    with nothing kept, or whose section 07 has not run on what is kept."""
+    from lsa import kept
+    from lsa.pipeline import check_outputs, pipeline_config
+
+    pipe = pipeline_config(profile)
+    root = published.folder(profile)
+    found = kept.verify(profile)  # every kept file against its checksum
+    if found is None:
+        raise NotPublishable(f"{files.shell_path(root)} holds no kept block: keep the study's "
+                             f"bases first (python -m lsa study keep --profile {profile})")
+    problems = check_outputs(pipe)
+    if problems:
+        raise NotPublishable(f"profile {profile} fails its checks ({len(problems)} problems, "
+                             f"first: {problems[0]}); run `make reproduce PROFILE={profile}` "
+                             "(every base kept: it runs section 07 alone)")
+    (key,) = pipe.sections
+    source = paths.section_dir(profile, key)
+    out = root / "sections" / key
+    written = [files.write_packed(out / "metrics.json", (source / "metrics.json").read_bytes()),
+               files.atomic_write_text(out / "run_info.json",
+                                       (source / "run_info.json").read_text())]
+    for ext in ("md", "csv"):
+        target = root / f"claims.{ext}"
+        shutil.copy2(source / f"claims.{ext}", target)
+        written.append(target)
+    (root / "figures").mkdir(exist_ok=True)
+    for png in sorted(paths.figures_dir(profile).glob("*.png")):
+        shutil.copy2(png, root / "figures" / png.name)
+        written.append(root / "figures" / png.name)
+    (root / "notebooks").mkdir(exist_ok=True)
+    notebook = paths.executed_notebook(profile, key)
+    _copy_notebook(notebook, root / "notebooks" / notebook.name)
+    written.append(root / "notebooks" / notebook.name)
+    commit = files.read_json(source / "run_info.json").get("git_commit") or files.git_commit()
+    timed = [b["time"] for b in found.bases.values() if b.get("time")]
+    cores = timings.cores_of(None)
+    stamp = {**files.read_json(root / "stamp.json"), "profile": profile, "commit": commit,
+             "published_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+             "machine": machine(), "packages": files.installed_versions(),
+             "packages_recorded_by": "make publish", "notebooks": [key],
+             "reproduce": {"wall_s": round(kept.covered_s(timed), 1),
+                           "floor_s": round(sum(t["core_s"] for t in timed) / cores, 1),
+                           "cores": cores, "bases_timed": len(timed),
+                           "bases": len(found.bases)}}
+    files.write_json(root / "stamp.json", stamp)
+    manifest = published.add_files(root, written)
+    manifest["commit"] = commit
+    files.write_json(root / published.MANIFEST, manifest)
+    files.atomic_write_text(root / "STAMP.md", study_stamp_markdown(stamp))
+    files.atomic_write_text(root / "RESULTS.md", study_results_markdown(root, stamp))
+    files.atomic_write_text(root.parent / "README.md", results_index(root.parent))
+    return root
+
+
+def study_stamp_markdown(stamp: dict[str, Any]) -> str:
+    """The study's STAMP.md: its commits, machine and time summed over its kept bases."""
+    rep, mach = stamp["reproduce"], stamp["machine"]
+    return "\n".join([
+        f"# Published results: profile `{stamp['profile']}` (the confirmatory study)", "",
+        f"- {provenance(stamp)} (`{stamp['commit']}`); published {stamp['published_utc']}",
+        f"- the notebook's machine: {mach.get('platform')}, {mach.get('cpu_count')} CPUs, "
+        f"{mach.get('memory_gib', '?')} GiB; each block's machine: its runs' `run_info.json`",
+        f"- time, over the {rep['bases_timed']} of {rep['bases']} kept bases with a record "
+        f"(each base from its first job's start to its last one's end, `lsa.kept.base_time`; "
+        f"summed over the blocks, overlaps counted once): {rep['wall_s'] / 60:.1f} min; floor "
+        f"{rep['floor_s'] / 60:.1f} min (the core time their jobs held over {rep['cores']} "
+        "cores)", ""]) + "\n"
+
+
+def study_results_markdown(root: Path, stamp: dict[str, Any]) -> str:
+    """The study's RESULTS.md: its part of the headline (``lsa.headline.study_lines``, from
+    section 07's published metrics) and its claims table; the kept blocks' page says how its
+    bases were made."""
+    from lsa import kept
+    from lsa.headline import study_lines
+
+    lines = study_lines(kept.status(stamp["profile"]))
+    return "\n".join([
+        f"# Results: profile `{stamp['profile']}` (the confirmatory study)", "",
+        f"Generated by `make publish PROFILE={stamp['profile']}` ({provenance(stamp)}; how it "
+        "ran: [STAMP.md](STAMP.md); its bases, gates and times: [README.md](README.md)). Its "
+        "plan: [`docs/preregistration.md`](../../preregistration.md).", "",
+        *lines, "", "## Claims", "",
+        (root / "claims.md").read_text().strip(), ""]) + "\n"
 
 
 def run_commits(runs) -> list[dict[str, Any]]:
@@ -415,8 +511,10 @@ def results_index(root: Path) -> str:
            "are not made on your machine re-analyses the snapshot's run files (`runs/`, "
            "`MANIFEST.json`) instead of training: `make lab`, then open a notebook.", ""]
     snapshots = sorted(p for p in root.iterdir() if (p / "stamp.json").exists())
+    studies = [p for p in snapshots if (p / published.MANIFEST).exists()
+               and "bases" in files.read_json(p / published.MANIFEST)]  # lsa.kept's blocks
     for snapshot in snapshots:
-        if not (snapshot / "claims.csv").exists():  # the study's kept blocks: below
+        if snapshot in studies:  # below
             continue
         stamp = json.loads((snapshot / "stamp.json").read_text())
         raw = pd.read_csv(snapshot / "claims.csv")
@@ -445,12 +543,16 @@ def results_index(root: Path) -> str:
                 "- figures: " + ", ".join(
                     f"[{png.stem}]({name}/figures/{png.name})"
                     for png in sorted((snapshot / "figures").glob("*.png"))), ""]
-    for blocks in (p for p in snapshots if not (p / "claims.csv").exists()):
+    for blocks in studies:
         name = blocks.name
         out += [f"## `{name}`: the confirmatory study's kept blocks", "",
                 f"[`{name}/`]({name}/README.md) (`python -m lsa study keep`): how far each "
                 "stage is and each kept base's premise gates, its runs' files with their "
                 "checksums; no outcome before a stage is in (issue 62).", ""]
+        if (blocks / "RESULTS.md").exists():
+            out += [f"- [RESULTS.md]({name}/RESULTS.md): section 07's outcome, one line per "
+                    f"test from its claims, and its claims table; [STAMP.md]({name}/STAMP.md): "
+                    "the commits that made its runs and ran its notebook, its time", ""]
     if (root / "gpu_check" / "README.md").exists():
         out += ["## The GPU check", "",
                 "[`gpu_check/`](gpu_check/README.md): `scripts/gpu_check.sh` on a lent GPU, "

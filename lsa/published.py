@@ -101,6 +101,16 @@ def export(pipe: PipelineConfig, plan: RunSet, dest: Path, stamp: dict[str, Any]
     return manifest
 
 
+def add_files(root: Path, written: list[Path]) -> dict[str, Any]:
+    """List ``written`` (files under ``root``) in the snapshot's manifest with their checksums,
+    replacing the entries of the same names; returns the manifest."""
+    manifest = files.read_json(root / MANIFEST)
+    manifest["files"] = dict(sorted({**manifest["files"], **_listed(written, root)}.items()))
+    manifest["bytes"] = sum(entry["bytes"] for entry in manifest["files"].values())
+    files.write_json(root / MANIFEST, manifest)
+    return manifest
+
+
 def add_runs(root: Path, runs: list[Run], commit: dict[str, Any]) -> dict[str, Any]:
     """Add finished ``runs`` to the published snapshot at ``root`` without republishing it:
     their files as ``export`` writes them, listed in its manifest, and ``commit`` (``{"commit":

@@ -76,8 +76,9 @@ def test_a_kept_base_is_read_not_planned_and_a_changed_file_stops_the_analysis(k
     assert lines == ["base_s101: G1 fail, G2 fail, 21 runs, every run finite"]
     manifest = files.read_json(kept_root / published.MANIFEST)
     assert manifest["bases"]["base_s101"]["runs"] == [r.id for r in block]
-    assert manifest["bases"]["base_s101"]["time"] == {"span_s": 1200.0,
-                                                      "core_s": 600 * 2 + 21 * 30}
+    noon = 1796558400.0  # 2026-12-06T12:00:00Z
+    assert manifest["bases"]["base_s101"]["time"] == {
+        "start": noon, "end": noon + 1200, "span_s": 1200.0, "core_s": 600 * 2 + 21 * 30}
     assert not any(name.endswith(".safetensors") for name in manifest["files"])
     # the page beside the manifest: the stage's progress, the failure and its replacement, the
     # gates and finiteness it printed, no outcome; the index of published results links it
@@ -85,7 +86,7 @@ def test_a_kept_base_is_read_not_planned_and_a_changed_file_stops_the_analysis(k
     assert "**Stage 1: 0 of 2 bases kept** (seeds none); to make: 102, 103." in text
     assert "Failed G1 or G2: 101; replacements planned: 103 (1 of at most 4" in text
     assert "| base_s101 | 101 | fail | fail | yes | 21 | `unknown` | 20.0 | 30.5 |" in text
-    assert "Time: 1 of the 1 kept bases have a record" in text and "sum to 20.0 min" in text
+    assert "Time: 1 of the 1 kept bases have a record" in text and "they took 20.0 min" in text
     assert "nll" not in text.lower() and "estimate" not in text
     index = publish.results_index(kept_root.parent)
     assert "## `study-smoke`: the confirmatory study's kept blocks" in index
@@ -144,3 +145,13 @@ def test_study_run_gives_snakemake_its_targets_as_targets():
     assert cmd[1:3] == ["-m", "snakemake"]
     args = get_argument_parser().parse_args(cmd[3:])
     assert args.targets == targets and args.config == ["profile=study"] and str(args.cores) == "2"
+
+
+def test_the_time_a_study_took_counts_overlapping_bases_once():
+    one, two = {"start": 0.0, "end": 100.0, "span_s": 100.0}, {"start": 50.0, "end": 130.0,
+                                                                "span_s": 80.0}
+    later, old = {"start": 200.0, "end": 210.0, "span_s": 10.0}, {"span_s": 7.0}
+    assert kept.covered_s([one]) == 100
+    assert kept.covered_s([two, one]) == 130  # overlapped: their union
+    assert kept.covered_s([one, two, later, old]) == 130 + 10 + 7  # one after another: summed
+    assert kept.covered_s([one, {"start": 10.0, "end": 20.0, "span_s": 10.0}]) == 100

@@ -2,7 +2,8 @@
 tiny bases, every arm of the study on each, then section 07's notebook); its bases are kept as
 `python -m lsa study keep` keeps them (into a temporary folder, never the repository's
 `docs/results/`); with the results folder gone, as in a fresh clone, the plan holds no job and
-section 07 reads the kept files without training and gives the pipeline's claims."""
+section 07 reads the kept files without training and gives the pipeline's claims; then section 07
+is published beside the kept blocks, and the headline's study part reads it."""
 
 import json
 import math
@@ -10,8 +11,9 @@ import shutil
 
 import pytest
 
-from lsa import kept, paths, runs
+from lsa import files, kept, paths, published, runs
 from lsa.config import load_config
+from lsa.publish import publish
 from lsa.runs import runs_of, runs_root
 
 from conftest import run, tool
@@ -58,3 +60,22 @@ def test_the_study_smoke_profile_runs_section_07_then_reads_its_kept_bases(out_r
     assert list(plan) == [] and len(plan.kept) == 2 * 22
     result = drive(open_section(SECTION, profile=PROFILE))
     assert _plain(result.claims) == metrics["claims"]
+
+    # published beside the kept blocks, which stay: the section's metrics, claims, notebook,
+    # each in the manifest; the time summed from the bases' own records; the headline's part
+    root = publish(PROFILE)
+    assert root == tmp_path / "kept" / PROFILE and kept.verify(PROFILE) is not None
+    manifest = files.read_json(root / published.MANIFEST)
+    assert set(manifest["bases"]) == {"base_s101", "base_s102"}
+    assert f"sections/{SECTION}/metrics.json.gz" in manifest["files"]
+    assert f"notebooks/{SECTION}.ipynb" in manifest["files"] and "claims.csv" in manifest["files"]
+    stamp = files.read_json(root / "stamp.json")
+    assert stamp["commit"] == manifest["commit"] and stamp["run_commits"]
+    assert stamp["reproduce"]["bases"] == stamp["reproduce"]["bases_timed"] == 2
+    assert 0 < stamp["reproduce"]["floor_s"] <= stamp["reproduce"]["wall_s"] * 1.01
+    status = kept.status(PROFILE)
+    assert status["section"]["claims"] == metrics["claims"]
+    page = (root / "RESULTS.md").read_text()
+    for c in metrics["claims"]:
+        assert f"- {c['id']} (" in page and c["ours"] in page
+    assert "(study-smoke/RESULTS.md)" in (root.parent / "README.md").read_text()
