@@ -124,7 +124,6 @@ def publish_study(profile: str) -> Path:
     time summed over the kept bases' own records (``lsa.kept.base_time``: no log of a machine
     that made a block is needed); ``STAMP.md`` and ``RESULTS.md`` generated. It refuses a study
     with nothing kept, or whose section 07 has not run on what is kept."""
-    from lsa import kept
     from lsa.pipeline import check_outputs, pipeline_config
 
     pipe = pipeline_config(profile)
@@ -196,7 +195,6 @@ def study_results_markdown(root: Path, stamp: dict[str, Any]) -> str:
     """The study's RESULTS.md: its part of the headline (``lsa.headline.study_lines``, from
     section 07's published metrics) and its claims table; the kept blocks' page says how its
     bases were made."""
-    from lsa import kept
     from lsa.headline import study_lines
 
     lines = study_lines(kept.status(stamp["profile"]))
