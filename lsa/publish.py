@@ -167,9 +167,8 @@ def publish_study(profile: str) -> Path:
                            "cores": cores, "bases_timed": len(timed),
                            "bases": len(found.bases)}}
     files.write_json(root / "stamp.json", stamp)
-    manifest = published.add_files(root, written)
-    manifest["commit"] = commit
-    files.write_json(root / published.MANIFEST, manifest)
+    manifest = published.with_files(files.read_json(root / published.MANIFEST), written, root)
+    files.write_json(root / published.MANIFEST, {**manifest, "commit": commit})
     files.atomic_write_text(root / "STAMP.md", study_stamp_markdown(stamp))
     files.atomic_write_text(root / "RESULTS.md", study_results_markdown(root, stamp))
     files.atomic_write_text(root.parent / "README.md", results_index(root.parent))

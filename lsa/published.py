@@ -101,13 +101,12 @@ def export(pipe: PipelineConfig, plan: RunSet, dest: Path, stamp: dict[str, Any]
     return manifest
 
 
-def add_files(root: Path, written: list[Path]) -> dict[str, Any]:
-    """List ``written`` (files under ``root``) in the snapshot's manifest with their checksums,
-    replacing the entries of the same names; returns the manifest."""
-    manifest = files.read_json(root / MANIFEST)
+def with_files(manifest: dict[str, Any], written: list[Path], root: Path) -> dict[str, Any]:
+    """``manifest`` (of the snapshot at ``root``) listing ``written`` (files under ``root``)
+    with their checksums, replacing the entries of the same names, and its ``bytes`` summed
+    again; changed in place and returned (the caller writes it)."""
     manifest["files"] = dict(sorted({**manifest["files"], **_listed(written, root)}.items()))
     manifest["bytes"] = sum(entry["bytes"] for entry in manifest["files"].values())
-    files.write_json(root / MANIFEST, manifest)
     return manifest
 
 
@@ -123,9 +122,7 @@ def add_runs(root: Path, runs: list[Run], commit: dict[str, Any]) -> dict[str, A
             raise ValueError(f"{run.describe()} is not finished: nothing to add")
         if any(name.startswith(f"runs/{run.id}/") for name in manifest["files"]):
             raise ValueError(f"{root / 'runs' / run.id} is in the snapshot already")
-    written = [p for run in runs for p in _export_run(run, root)]
-    manifest["files"] = dict(sorted({**manifest["files"], **_listed(written, root)}.items()))
-    manifest["bytes"] = sum(entry["bytes"] for entry in manifest["files"].values())
+    with_files(manifest, [p for run in runs for p in _export_run(run, root)], root)
     for record in (manifest, stamp := files.read_json(root / "stamp.json")):
         record["run_commits"] = [*record.get("run_commits", []), {**commit, "runs": len(runs)}]
     files.write_json(root / MANIFEST, manifest)
