@@ -5,9 +5,11 @@ convention, ``paper_sign``, the sign of the difference or correlation the paper 
 numbers a verdict carries (``edge_distance``, ``interval_p``) and the power computation.
 
 Everything here is a thin layer over ``scipy.stats`` (``ttest_1samp``-style t intervals,
-``pearsonr``, ``spearmanr``, ``bootstrap``, ``permutation_test``); nothing is re-implemented
-but the partial correlation (residuals of two least-squares fits) and the bookkeeping that turns
-a table of models into the rows of Table 1.
+``bootstrap``, ``permutation_test``); nothing is re-implemented but the partial correlation
+(residuals of two least-squares fits), the bookkeeping that turns a table of models into the
+rows of Table 1, and ``pearson`` and ``spearman``: scipy's ``pearsonr`` and ``spearmanr``
+without their input checks, bit-identical (tested), because every resample calls them (twice
+``population.bootstrap`` times per correlation of Table 1).
 
 - **Paired seeds** (``paired_interval``): the effect of a change is the mean over seeds of the
   paired difference (changed run minus baseline, same seed, same data order); its uncertainty is
@@ -523,13 +525,62 @@ def crossed_two_level_interval(statistic, n_seeds: int, probe_counts: list[int],
 # correlations (Table 1)
 
 
-def _corr(method: Method):
-    from scipy import stats
+# Each correlation of Table 1 is computed once per bootstrap resample and once per permutation
+# (2000 each by default, every audit again), and scipy's ``pearsonr`` and ``spearmanr`` spend
+# much of each call on checking and dispatching their input (what it cost notebook 02:
+# docs/bench/notebooks.md). ``pearson`` and ``spearman`` are the same floating-point operations,
+# in the same order, on two 1-D float arrays without NaN (what ``_clean`` leaves): bit-identical
+# results, which tests/test_stats.py checks against scipy on random, tied and resampled inputs,
+# so no published number moves. A scipy upgrade that changes its arithmetic fails that test
+# before it can move a number.
 
+
+def pearson(x: np.ndarray, y: np.ndarray) -> float:
+    """``scipy.stats.pearsonr(x, y).statistic`` (scipy 1.17's arithmetic: centred, each scaled
+    by its largest deviation before the norm, ``vecdot``, clipped to [-1, 1], rounded for two
+    points); NaN when either input is constant."""
+    if (x == x[0]).all() or (y == y[0]).all():
+        return math.nan
+    xm, ym = x - x.mean(), y - y.mean()
+    xmax, ymax = np.abs(xm).max(), np.abs(ym).max()
+    sx, sy = xm / xmax, ym / ymax
+    normx = xmax * np.sqrt(np.add.reduce(sx * sx))
+    normy = ymax * np.sqrt(np.add.reduce(sy * sy))
+    r = min(1.0, max(-1.0, float(np.vecdot(xm / normx, ym / normy))))
+    return float(round(r)) if x.size == 2 else r
+
+
+def average_ranks(v: np.ndarray) -> np.ndarray:
+    """``scipy.stats.rankdata(v)`` (ties get the mean of their ranks, 1-based)."""
+    order = np.argsort(v, kind="mergesort")
+    ordered = v[order]
+    new = np.r_[True, ordered[1:] != ordered[:-1]]
+    dense = np.cumsum(new)[np.argsort(order, kind="mergesort")]
+    bounds = np.r_[np.flatnonzero(new), v.size]
+    return 0.5 * (bounds[dense] + bounds[dense - 1] + 1)
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """``scipy.stats.spearmanr(x, y).statistic``: numpy's ``corrcoef`` of the two rank vectors,
+    step by step as numpy computes it (``cov``, then divided by each standard deviation);
+    NaN when either input is constant."""
+    if (x == x[0]).all() or (y == y[0]).all():
+        return math.nan
+    m = np.column_stack((average_ranks(x), average_ranks(y))).T
+    m = m - m.mean(axis=1)[:, None]
+    c = np.dot(m, m.T.conj())
+    c *= np.true_divide(1, x.size - 1)
+    sd = np.sqrt(np.diag(c).real)
+    c /= sd[:, None]
+    c /= sd[None, :]
+    return float(min(1.0, max(-1.0, c[1, 0])))
+
+
+def _corr(method: Method):
     if method == "pearson":
-        return lambda x, y: float(stats.pearsonr(x, y).statistic)
+        return pearson
     if method == "spearman":
-        return lambda x, y: float(stats.spearmanr(x, y).statistic)
+        return spearman
     raise ValueError(f"method = {method!r}: must be 'pearson' or 'spearman'")
 
 
@@ -805,8 +856,6 @@ def p_text(p: float, n_permutations: int) -> str:
 def partial_correlation(x, y, z) -> float:
     """Pearson correlation of ``x`` and ``y`` given ``z``: the correlation of their residuals
     after a least-squares fit (with intercept) on ``z``."""
-    from scipy import stats
-
     x, y, z = (np.asarray(v, dtype=float) for v in (x, y, z))
     keep = np.isfinite(x) & np.isfinite(y) & np.isfinite(z)
     x, y, z = x[keep], y[keep], z[keep]
@@ -818,7 +867,7 @@ def partial_correlation(x, y, z) -> float:
         coef, *_ = np.linalg.lstsq(design, v, rcond=None)
         return v - design @ coef
 
-    return float(stats.pearsonr(residual(x), residual(y)).statistic)
+    return pearson(residual(x), residual(y))
 
 
 def partial_correlation_ci(x, y, z, *, n_resamples: int = 2000, seed: int = 0,
