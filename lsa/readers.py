@@ -11,8 +11,11 @@ where the notebook's "Try it" part begins (the markdown cell headed ``## Try it`
   profile the notebook opens when the repository has one (``reads_published``: its output says
   so, ``lsa.published.Snapshot.describe``);
 - ``try_it_s``: papermill's durations of the cells from there on (the Try it part trains its
-  runs on ``smoke``);
+  runs on ``smoke``, or re-analyses the notebook's own);
 - ``trained``: how many runs the notebook trained, from the lines that say so.
+
+Each Try it text states the last measurement ("**11 runs in about 15 s**", ``STATED``, the time
+rounded by ``about``); tests/test_readers.py holds the texts to the committed record.
 
 Times are measured, never asserted (a busy machine would fail it): the table is a record of one
 run on one machine, which ``device`` names.
@@ -34,6 +37,13 @@ TRY_IT_HEADING = "## Try it"
 #: what a notebook prints when it reads a published snapshot (``Snapshot.describe``)
 READS_PUBLISHED = "published results of `"
 _TRAINED = re.compile(r"training (\d+) runs of profile")
+#: how a Try it text states what the bench measured for it: "**11 runs in about 15 s**"
+STATED = re.compile(r"\*\*(\d+) runs? in about (\d+) s\*\*")
+
+
+def about(seconds: float) -> int:
+    """A measured time as a Try it text states it: to the nearest 5 s, at least 5."""
+    return max(5, 5 * round(seconds / 5))
 
 
 def _stream_text(cells) -> str:

@@ -68,8 +68,8 @@ def test_notebooks_run_with_their_defaults(smoke_pipeline, out_root, monkeypatch
 def test_every_section_notebook_ends_with_something_to_try():
     """Each section notebook but the report ends with a "Try it" part: a markdown cell that says
     what to change and what to look for, then one cell (tagged ``try-it``) that reruns the
-    section on smoke with that change (``lsa.notebook.try_it``); every notebook declares the
-    ``lsa`` kernel."""
+    section on smoke with that change, or re-analyses its own runs (``lsa.sections.try_it``);
+    every notebook declares the ``lsa`` kernel."""
     pipe = load_config(profile="smoke")
     for key, spec in pipe.sections.items():
         nb = nbformat.read(paths.NOTEBOOKS / spec.notebook, as_version=4)

@@ -214,3 +214,29 @@ def test_every_published_verdict_is_recomputed_from_its_own_columns(profile):
             assert held_note(verdict) in row.evidence, row.id
         else:
             assert verdict == row.verdict, row.id
+
+
+@pytest.mark.skipif(not (PUBLISHED / published.MANIFEST).exists(),
+                    reason="mini is published without run files")
+def test_a_try_it_that_reanalyses_reads_the_snapshot_with_the_sections_settings_changed(
+        tmp_path, monkeypatch):
+    """Notebook 02's Try it trains nothing: ``try_it(reanalyse=True, ...)`` opens the section
+    again on the runs the notebook read (here the published mini, nothing made in the output
+    root) with only its own settings changed; another part of the configuration, which would
+    change the runs, is refused by name."""
+    from lsa import sections
+    from lsa.strict import ConfigError
+
+    monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path))
+    monkeypatch.delenv("LSA_DATA_DIR", raising=False)
+    setup = open_section("02_misalignment_correlation", profile="mini")
+    assert setup.snapshot is not None and len(setup.settings.rope_factors) > 1
+    opened = []
+    monkeypatch.setattr(sections, "drive", lambda trial: opened.append(trial) or trial)
+    trial = sections.try_it(setup, reanalyse=True, population={"rope_factors": [2]})
+    assert opened == [trial] and trial.snapshot is not None and trial.profile == "mini"
+    assert list(trial.settings.rope_factors) == [2] and not trial.missing_inputs()
+    assert {r.id for r in trial.runs()} < {r.id for r in setup.runs()}  # copies beyond x2 gone
+    with pytest.raises(ConfigError, match="changes population only"):
+        sections.try_it(setup, reanalyse=True, finetune={"alphas": [0.0]})
+    assert not any(tmp_path.iterdir())                     # nothing trained or saved

@@ -68,3 +68,30 @@ def test_the_page_says_how_it_was_measured():
     assert "`python -m lsa bench notebooks` at `0123456`" in page
     assert "fetched by the first notebook that reads it" in page
     assert page.rstrip().endswith("| 03_regularized_finetuning.ipynb | 7 | yes | 0 | 25 | 9 |")
+
+
+def test_each_try_it_states_the_committed_measurement():
+    """Every Try it text says how many runs it trains and about how long it takes, as the last
+    ``bench notebooks`` measured it (docs/bench/notebooks.json, a fresh output root: the
+    shared smoke runs included), and each measured Try it is under a minute on 2 cores
+    (issue 59: a part a class can press)."""
+    import json
+
+    from lsa import paths
+
+    bench = json.loads((paths.ROOT / "docs" / "bench" / "notebooks.json").read_text())
+    measured = [r for r in bench["notebooks"] if r["try_it_s"] is not None]
+    assert len(measured) == 5
+    for row in measured:
+        nb = nbformat.read(paths.NOTEBOOKS / row["notebook"], as_version=4)
+        text = next(c.source for c in nb.cells if c.cell_type == "markdown"
+                    and c.source.startswith(readers.TRY_IT_HEADING))
+        stated = readers.STATED.findall(text)
+        assert stated == [(str(row["try_it_trained"]), str(readers.about(row["try_it_s"])))], \
+            row["notebook"]
+        assert row["try_it_s"] < 60, row["notebook"]
+
+
+@pytest.mark.parametrize("seconds, said", [(13.2, 15), (22.5, 20), (0.4, 5), (133.4, 135)])
+def test_a_time_is_stated_to_the_nearest_five_seconds(seconds, said):
+    assert readers.about(seconds) == said

@@ -127,23 +127,38 @@ def drive(setup: Setup) -> Result:
 TRY_PROFILE = "smoke"
 
 
-def try_it(setup: Setup, **parts: dict[str, Any]) -> Result | None:
-    """The section of ``setup`` again on the ``smoke`` profile with settings changed
-    (``parts``: a part of the configuration and its settings to change, e.g.
-    ``finetune={"alphas": [0.0, 0.1, 0.5]}``, strictly checked), its runs that are not made
-    yet trained here (a progress bar; the runs it shares with smoke are reused) and analysed
-    by the driver: a notebook's "Try it" part, run alone. Returns the section's result and
-    saves nothing, so the pipeline's outputs stay as they are; in the pipeline (the notebook
-    called with its ``config_file``) it does nothing and returns None."""
+def try_it(setup: Setup, reanalyse: bool = False, **parts: dict[str, Any]) -> Result | None:
+    """The section of ``setup`` again with settings changed (``parts``: a part of the
+    configuration and its settings to change, e.g. ``finetune={"alphas": [0.0, 0.1, 0.5]}``,
+    strictly checked): a notebook's "Try it" part, run alone. By default on the ``smoke``
+    profile, its runs that are not made yet trained here (a progress bar; the runs it shares
+    with smoke are reused). With ``reanalyse`` on the notebook's own runs (the published
+    snapshot where its first part read one) with only the section's own settings changed
+    (its part of the configuration: another part would change the runs), training nothing
+    that part did not. Returns the section's result and saves nothing, so the pipeline's
+    outputs stay as they are; in the pipeline (the notebook called with its ``config_file``)
+    it does nothing and returns None."""
     from lsa import seeding
     from lsa.config import load_config
-    from lsa.notebook import NotebookCall, Setup
+    from lsa.notebook import NotebookCall, Setup, open_section
+    from lsa.strict import ConfigError, merge
 
     if not setup.alone:
         print("Try it: skipped in the pipeline (run the notebook alone to try it)")
         return None
-    pipe = load_config(profile=TRY_PROFILE, overrides={"profiles": {TRY_PROFILE: parts}})
     section = setup.section
+    if reanalyse:
+        own = setup.pipe.sections[section].config
+        if set(parts) - {own}:
+            raise ConfigError(f"try_it(reanalyse=True, {', '.join(sorted(parts))}=...): it "
+                              f"changes {own} only, the settings of {section} (another part "
+                              "of the configuration changes the runs); leave reanalyse out to "
+                              "rerun on smoke")
+        trial = open_section(section, profile=setup.profile,
+                             overrides=merge(setup.call.overrides, parts.get(own, {})))
+        print(f"try it: {section} on the runs above ({setup.profile}) with {parts}")
+        return drive(trial)
+    pipe = load_config(profile=TRY_PROFILE, overrides={"profiles": {TRY_PROFILE: parts}})
     settings = getattr(pipe, pipe.sections[section].config)
     trial = Setup(section, pipe, settings, NotebookCall(profile=TRY_PROFILE, train_missing=True))
     seeding.seed_everything(pipe.seed)
