@@ -54,6 +54,36 @@ def run(cmd, **kw):
                           **kw)
 
 
+#: a SLURM configuration whose controller nobody runs (a closed port, the shortest timeout)
+NO_CONTROLLER = ("# tests/conftest.py: no_slurm_controller\nClusterName=lsa-none\n"
+                 "SlurmctldHost=localhost\nSlurmctldPort=1\nMessageTimeout=1\n")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_slurm_controller(tmp_path_factory):
+    """Every Snakemake start imports the SLURM executor plugin, which asks ``scontrol show
+    config`` for the controller's MinJobAge once SLURM's client tools are installed; where
+    they are and no controller runs (a machine where ``make test-cluster`` stopped its
+    single-node cluster, CI's included) each start waits MessageTimeout - 1 = 9 s for it,
+    dozens of starts in ``make test``. Only ``make test-cluster`` (``LSA_REQUIRE_SLURM``)
+    talks to a controller: elsewhere the suite and its subprocesses read ``NO_CONTROLLER``,
+    whose refusal is immediate."""
+    if os.environ.get("LSA_REQUIRE_SLURM"):
+        yield
+        return
+    conf = tmp_path_factory.mktemp("slurm") / "slurm.conf"
+    conf.write_text(NO_CONTROLLER)
+    saved = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(conf)
+    try:
+        yield conf
+    finally:
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved
+
+
 @pytest.fixture(scope="session")
 def tokenizer(tmp_path_factory):
     """A small byte-level BPE tokenizer (lsa.data.tokens)."""
