@@ -480,6 +480,17 @@ def check_sections(pipe: PipelineConfig) -> list[str]:
     return [p for key in pipe.sections for p in section_problems(pipe, key)]
 
 
+def verdict_problems(key: str, claims: list[dict[str, Any]]) -> list[str]:
+    """Claims of section ``key`` whose verdict is not a word of their kind: the confirmatory
+    study's (origin ``study``: ``lsa.study.STUDY_VERDICTS``, its pre-registration's words),
+    else the paper's verdicts and the controls' outcomes (``lsa.stats.Verdict``)."""
+    from lsa.study import STUDY_VERDICTS
+
+    return [f"{key}: claim {c.get('id')} has verdict {c.get('verdict')!r}" for c in claims
+            if c.get("verdict") not in (STUDY_VERDICTS if c.get("origin") == "study"
+                                        else VERDICTS)]
+
+
 def section_problems(pipe: PipelineConfig, key: str) -> list[str]:
     """Problems in one section's outputs (``check_sections``)."""
     import nbformat
@@ -498,10 +509,7 @@ def section_problems(pipe: PipelineConfig, key: str) -> list[str]:
     missing = RUN_INFO_KEYS - set(info)
     if missing:
         problems.append(f"{key}: run_info.json lacks {sorted(missing)}")
-    for claim in metrics.get("claims", []):
-        if claim.get("verdict") not in VERDICTS:
-            problems.append(f"{key}: claim {claim.get('id')} has verdict "
-                            f"{claim.get('verdict')!r}")
+    problems += verdict_problems(key, metrics.get("claims", []))
     for name in metrics.get("figures", []):
         for ext in ("png", "pdf"):
             fig = paths.figures_dir(profile) / f"{name}.{ext}"

@@ -356,3 +356,19 @@ def test_no_outcome_line_holds_a_typed_number():
     assert claims["ST.H2"]["ours"] == outcome_sentence(row)
     assert f"{row.est.mean:.3g}" in claims["ST.H2"]["ours"]
     assert all(c["origin"] == "study" for c in claims.values())
+
+
+def test_lsa_check_takes_the_studys_words_for_its_claims_and_only_for_them():
+    """`lsa check` (``lsa.pipeline.verdict_problems``): a study claim reads the
+    pre-registration's words, a paper claim the paper's; each refuses the other's."""
+    from lsa.pipeline import verdict_problems
+
+    ok = [{"id": "ST.H1", "origin": "study", "verdict": study.CONFIRMED},
+          {"id": "ST.E1", "origin": "study", "verdict": study.ESTIMATE},
+          {"id": "S5.eabf", "origin": "paper", "verdict": "disagrees"},
+          {"id": "C1", "origin": "control", "verdict": PREMISE_NOT_MET}]
+    assert verdict_problems("k", ok) == []
+    wrong = [{"id": "ST.H2", "origin": "study", "verdict": "agrees"},
+             {"id": "S5.pi", "origin": "paper", "verdict": study.REVERSED}]
+    assert verdict_problems("k", wrong) == ["k: claim ST.H2 has verdict 'agrees'",
+                                            "k: claim S5.pi has verdict 'reversed'"]
