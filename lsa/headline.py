@@ -9,8 +9,9 @@ numbers would give); the answers to the paper's three known objections, from the
 answer them; what this replication found beyond the paper (the decided outcomes of the
 project's controls and the extensions), labelled as ours; and the project's own exploratory
 finding (``FINDING``), from the controls that carry its numbers, labelled as ours and not yet
-confirmed; and the confirmatory study that tests it (``study_lines``): how it stands while it is
-open, its outcome from its own claims once they are published.
+confirmed (the study's pilot, once the study has judged); and the confirmatory study that
+tests it (``study_lines``): how it stands while it is open, its outcome from its own claims
+once they are published.
 """
 
 from __future__ import annotations
@@ -220,21 +221,32 @@ def headline(table, gates=None, profile: str = "", answers: dict[str, str] | Non
             for r in ours[:5]]
     if not ours:
         out.append("- none")
-    out += finding_lines(rows)
+    out += finding_lines(rows, judged=study_judged(study))
     out += study_lines(study)
     return "\n".join(out)
 
 
-def finding_lines(rows: list[dict[str, Any]]) -> list[str]:
+def study_judged(status: dict[str, Any] | None) -> bool:
+    """Whether the confirmatory study's published section 07 has judged its tests."""
+    return bool(status and (status.get("section") or {}).get("judged"))
+
+
+def finding_lines(rows: list[dict[str, Any]], judged: bool = False) -> list[str]:
     """The project's exploratory finding (``FINDING``) from the rows that carry it, each with
-    its id, verdict and numbers; none where the profile has none of them."""
+    its id, verdict and numbers; none where the profile has none of them. Its label says
+    "not yet confirmed" until the confirmatory study has ``judged`` (then: the pilot, which
+    the study's part below tests; its outcome is there, never restated here)."""
     by_claim = {r["claim"]: r for r in rows}
     found = [(what, by_claim[text]) for text, what in FINDING if text in by_claim]
     if not found:
         return []
-    return ["", "**Our own finding, exploratory, not yet confirmed** (the project's reading of "
+    label = ("**Our own finding, exploratory: the pilot of the confirmatory study below**"
+             if judged else "**Our own finding, exploratory, not yet confirmed**")
+    tested = ("the pre-registered study below tested it on new base models"
+              if judged else "a pre-registered study on new base models tests it")
+    return ["", f"{label} (the project's reading of "
             "its controls on EABF, not a claim of the paper; Jeffreys' alpha 1 was chosen on the "
-            "first base model's runs; a pre-registered study on new base models tests it: "
+            f"first base model's runs; {tested}: "
             "`docs/preregistration.md`):", "",
             *[f"- {what}: {r['id']} **{r['verdict']}** ({_short(r['ours'])})"
               for what, r in found]]
