@@ -8,23 +8,39 @@ from typing import TYPE_CHECKING
 from lsa import plots
 from lsa.sections import Result, save_figure
 from lsa.sections.study.tables import effects_long
+from lsa.study import TESTS
 
 if TYPE_CHECKING:
     from lsa.notebook import Setup
 
 
+#: the panels: which outcomes each draws (``lsa.study.Test.outcome``) and its x label; the
+#: copy NLL's effects are ten times the others', so that a shared axis would flatten theirs
+PANELS = ((("nll4", "nll1", "growth"), "effect on the book NLL (nats)"),
+          (("copy1",), "effect on the copy NLL inside the window (nats)"))
+
+
 def figure_effects(setup: Setup, result: Result) -> None:
-    """Per-base effects of every test (dots), its estimate and interval (bar), 0 marked."""
+    """Per-base effects of every test (dots), its estimate and interval (bar), 0 marked; one
+    test a row (its id on the y axis), a panel per kind of outcome."""
     data = effects_long(result.analysis)
     if data.empty:
         return
-    fig, ax = plots.plt.subplots(figsize=(7, 3.8))
-    plots.sns.stripplot(data=data, x="test", y="effect", ax=ax, color="0.4", size=4)
-    summary = data.drop_duplicates("test")
-    ax.errorbar(range(len(summary)), summary["estimate"],
-                yerr=[summary["estimate"] - summary["low"], summary["high"] - summary["estimate"]],
-                fmt="o", color="C3", capsize=4)
-    ax.axhline(0, color="0.6", lw=0.8)
-    ax.set(title="per-base effects (arm minus comparator) and their interval",
-           xlabel="test", ylabel="effect (nats)")
+    outcome = {t.id: t.outcome for t in TESTS}
+    parts = [(data[data["test"].map(outcome).isin(kinds)], label) for kinds, label in PANELS]
+    parts = [(d, label) for d, label in parts if not d.empty]
+    sizes = [d["test"].nunique() for d, _ in parts]
+    fig, axes = plots.plt.subplots(len(parts), 1, figsize=(7, 1.2 + 0.38 * sum(sizes)),
+                                   gridspec_kw={"height_ratios": sizes}, squeeze=False)
+    for ax, (part, label) in zip(axes[:, 0], parts):
+        plots.sns.stripplot(data=part, y="test", x="effect", ax=ax, color="0.4", size=4)
+        summary = part.drop_duplicates("test")
+        ax.errorbar(summary["estimate"], range(len(summary)),
+                    xerr=[summary["estimate"] - summary["low"],
+                          summary["high"] - summary["estimate"]],
+                    fmt="o", color="C3", capsize=4)
+        ax.axvline(0, color="0.6", lw=0.8)
+        ax.set(xlabel=label, ylabel="test")
+    axes[0, 0].set_title("per-base effects (arm minus comparator) and their interval")
+    fig.tight_layout()
     save_figure(setup, result, fig, "07_per_base_effects")
