@@ -171,6 +171,7 @@ def publish_study(profile: str) -> Path:
     files.write_json(root / published.MANIFEST, {**manifest, "commit": commit})
     files.atomic_write_text(root / "STAMP.md", study_stamp_markdown(stamp))
     files.atomic_write_text(root / "RESULTS.md", study_results_markdown(root, stamp))
+    files.atomic_write_text(root / kept.PAGE, kept.page(pipe, found))  # it has judged
     files.atomic_write_text(root.parent / "README.md", results_index(root.parent))
     return root
 
