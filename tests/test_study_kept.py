@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lsa import files, kept, publish, published, runs
+from lsa import files, kept, paths, publish, published, runs
 from lsa.config import load_config
 from lsa.markers import FINISHED, LOG
 from lsa.runs import runs_of
@@ -155,3 +155,25 @@ def test_the_time_a_study_took_counts_overlapping_bases_once():
     assert kept.covered_s([two, one]) == 130  # overlapped: their union
     assert kept.covered_s([one, two, later, old]) == 130 + 10 + 7  # one after another: summed
     assert kept.covered_s([one, {"start": 10.0, "end": 20.0, "span_s": 10.0}]) == 100
+
+
+def test_the_published_study_reanalyses_to_its_claims(tmp_path, monkeypatch):
+    """Once the study has judged (``docs/results/study/claims.csv``), section 07 re-analysed
+    from the kept blocks alone (no run made here) gives every published claim, word and number:
+    what holds the study's numbers after its lock closes (``docs/study.lock``)."""
+    import pandas as pd
+
+    from lsa.notebook import open_section
+    from lsa.sections import drive
+
+    published_claims = paths.ROOT / "docs" / "results" / "study" / "claims.csv"
+    if not published_claims.exists():
+        pytest.skip("the study has not judged")
+    monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path))
+    result = drive(open_section("07_mechanism_study", profile="study"))
+    assert list((tmp_path / "results").glob("study/runs/*")) == []  # nothing trained
+    ours = pd.DataFrame(result.claims).astype(str).replace("nan", "")
+    theirs = pd.read_csv(published_claims, keep_default_na=False, dtype=str)
+    assert list(ours["id"]) == list(theirs["id"])
+    for column in ("claim", "ours", "verdict", "evidence", "family", "bases"):
+        assert list(ours[column]) == list(theirs[column]), column
