@@ -135,12 +135,12 @@ def test_our_exploratory_finding_is_labelled_and_comes_from_its_claims():
     assert part.index("A1.13") < part.index("A1.36")                   # FINDING's order
     assert "Our own finding" not in headline(claims_table([rows[0] | {"claim": "other"}]))
     # once the study has judged, the finding is its pilot (its outcome is the study's part)
-    for status, judged in [(None, False), ({"profile": "study", "section": None}, False),
-                           ({"profile": "study", "section": {"judged": False}}, False),
-                           ({"profile": "study", "section": {"judged": True}}, True)]:
+    for status, done in [(None, False), ({"profile": "study", "section": None}, False),
+                         ({"profile": "study", "section": {"judged": False}}, False),
+                         ({"profile": "study", "section": {"judged": True}}, True)]:
         text = headline(claims_table(rows), study=status)
-        assert ("not yet confirmed" in text) is not judged
-        assert ("the pilot of the confirmatory study below" in text) is judged
+        assert ("not yet confirmed" in text) is not done
+        assert ("the pilot of the confirmatory study below" in text) is done
 
 
 def test_the_finding_names_claims_the_published_mini_full_makes():
