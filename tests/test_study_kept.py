@@ -177,3 +177,21 @@ def test_the_published_study_reanalyses_to_its_claims(tmp_path, monkeypatch):
     assert list(ours["id"]) == list(theirs["id"])
     for column in ("claim", "ours", "verdict", "evidence", "family", "bases"):
         assert list(ours[column]) == list(theirs[column]), column
+
+
+def test_the_kept_page_says_whether_the_study_has_judged(monkeypatch):
+    """The kept blocks' page: while open, that no outcome is read and how to make the next
+    block; once section 07 has judged, a link to its outcome and no next block."""
+    found = kept.verify("study")
+    if found is None:
+        pytest.skip("no study block is kept")
+    pipe = load_config(profile="study")
+    for section, judged in [(None, False), ({"judged": True}, True)]:
+        monkeypatch.setattr(kept, "status", lambda profile="study", s=section: {
+            "profile": profile, "section": s})
+        text = kept.page(pipe, found)
+        assert ("has **judged** its tests" in text) is judged
+        assert ("The study is **open**" in text) is not judged
+        assert ("No outcome is read here" in text) is not judged
+        assert ("The next block:" in text) is not judged
+        assert "| base_s101 | 101 |" in text
