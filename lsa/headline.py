@@ -20,6 +20,7 @@ import math
 import re
 from typing import Any
 
+from lsa import kept
 from lsa.claims import HELD_NOTE
 from lsa.stats import EDGE, NOT_RUN, PREMISE_NOT_MET
 
@@ -221,14 +222,9 @@ def headline(table, gates=None, profile: str = "", answers: dict[str, str] | Non
             for r in ours[:5]]
     if not ours:
         out.append("- none")
-    out += finding_lines(rows, judged=study_judged(study))
+    out += finding_lines(rows, judged=kept.judged(study))
     out += study_lines(study)
     return "\n".join(out)
-
-
-def study_judged(status: dict[str, Any] | None) -> bool:
-    """Whether the confirmatory study's published section 07 has judged its tests."""
-    return bool(status and (status.get("section") or {}).get("judged"))
 
 
 def finding_lines(rows: list[dict[str, Any]], judged: bool = False) -> list[str]:

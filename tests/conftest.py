@@ -73,15 +73,9 @@ def no_slurm_controller(tmp_path_factory):
         return
     conf = tmp_path_factory.mktemp("slurm") / "slurm.conf"
     conf.write_text(NO_CONTROLLER)
-    saved = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(conf)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLURM_CONF", str(conf))
         yield conf
-    finally:
-        if saved is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = saved
 
 
 @pytest.fixture(scope="session")
