@@ -1,5 +1,6 @@
 # One-command setup. Every target creates .venv when it is missing and installs the project.
 #   make test        CI's command: unit tests + lint + the smoke pipeline, its faults, notebooks
+#   make test-all    make test and the long end-to-end tests (tests/e2e/long); make publish runs it
 #   make check       a contributor's loop: unit tests and lint, no pipeline (a few minutes)
 #   make test-cluster  the smoke pipeline through a real single-node SLURM (as root; CI too)
 #   make reproduce   the default replication (profile mini; PROFILE=... for another)
@@ -18,11 +19,11 @@ CORES ?= all
 SNAKEMAKE_ARGS ?=
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help install kernel-user test test-cluster check reproduce publish report bench lab
+.PHONY: help install kernel-user test test-all test-cluster check reproduce publish report bench lab
 .PHONY: lint lock clean-results
 
 help:
-	@sed -n '2,6p' Makefile
+	@sed -n '2,7p' Makefile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,15 +50,21 @@ kernel-user: install
 
 install: $(VENV)/.installed
 
+# the suite without tests/e2e/long (marker long: the GPU check's steps on the CPU, the BABILong
+# sources, the study's smoke profile, the multi-process and spaced-interpreter cluster runs),
+# which test-all adds; publish runs test-all first (CONTRIBUTING.md, "Test tiers")
 test: install
+	$(BIN)/python -m pytest -m "not long"
+
+test-all: install
 	$(BIN)/python -m pytest
 
-# tests/test_slurm_local.py, which test and check skip (they start no daemon): Debian's SLURM
+# tests/e2e/test_slurm_local.py, which test and check skip (they start no daemon): Debian's SLURM
 # installed where missing and started (scripts/slurm_local.sh), the smoke profile run through
 # profiles/slurm and compared with the local smoke run, the daemons stopped; LSA_REQUIRE_SLURM
 # makes a machine that cannot install or start SLURM fail the test instead of skipping it
 test-cluster: install
-	LSA_REQUIRE_SLURM=1 $(BIN)/python -m pytest tests/test_slurm_local.py
+	LSA_REQUIRE_SLURM=1 $(BIN)/python -m pytest tests/e2e/test_slurm_local.py
 
 check: install
 	$(BIN)/python -m pytest -m "not slow" -q
@@ -78,7 +85,7 @@ reproduce: install
 	$(BIN)/python -m lsa timings --profile $(PROFILE) --record-since $$start --cores "$(CORES)"
 
 # a committed snapshot of the last `make reproduce` (docs/results/<profile>/)
-publish: install
+publish: test-all
 	$(BIN)/python -m lsa publish --profile $(PROFILE)
 
 # an HTML report of the last run (runtimes, rules, provenance) made by Snakemake itself

@@ -1,7 +1,7 @@
 """The misalignment of a model, computed: the training losses (``ce_loss``,
 ``misalignment_loss``: the windows and weights of a step) and the metric (``misalignment_metric``,
 ``alignment_measures``) of lsa/misalign.py's definition, by the fused kernel of lsa/fused.py
-(``fused=False``: the autograd form of the definition itself). tests/test_misalign.py checks
+(``fused=False``: the autograd form of the definition itself). tests/unit/test_misalign.py checks
 that the two agree.
 """
 

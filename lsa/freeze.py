@@ -5,7 +5,8 @@ the study's numbers, so that one version of the code makes all of its runs.
 What it holds:
 
 - ``commit``: the commit that froze ``docs/preregistration.md`` (its first commit under that
-  name); every commit that makes a study run descends from it (``tests/test_study_lock.py``);
+  name); every commit that makes a study run descends from it
+  (``tests/workflow/test_study_lock.py``);
 - ``files``: the sha256 of the document, of the analysis (``lsa/study.py`` and the section's
   ``__init__``, ``claims`` and ``tables``: its figures draw, they compute nothing), and of the
   run modules of the study's kinds of run (``workflow/settings.yaml``'s ``run_modules`` of

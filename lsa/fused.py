@@ -7,7 +7,7 @@ The function of the logits is the same, with the same options. Only the order of
 floating-point operations differs, so results agree to rounding. The difference is cost: the
 autograd form stores fp32 log-probabilities for every position and runs a second pass for the
 backward. The training losses and the metric (lsa/alignment.py) call this module;
-tests/test_misalign.py checks values and gradients against the readable definition.
+tests/unit/test_misalign.py checks values and gradients against the readable definition.
 
 The definition stands below this kernel: the check of the options (``check_options``), the
 compared positions (``Pairs``) and ``DEFAULT_CHUNK`` (the metric's positions per chunk) come
@@ -73,7 +73,7 @@ from lsa.options import Detach, DivergenceName, ReduceTerms
 #: fp32 scratch of one chunk of the objective by default, per device type. On a GPU every
 #: operation is a launch: 2 GiB holds ``gpu-small``'s whole loss (16 x 1024 positions,
 #: vocabulary 16384) in one chunk, with pairs (its CE alone takes 1 GiB; 1 GiB would hold as
-#: much for both, at a second chunk for the pairs: tests/test_fused_ops.py). On a CPU an
+#: much for both, at a second chunk for the pairs: tests/unit/test_fused_ops.py). On a CPU an
 #: operation costs little and memory is short: 64 MiB, 512 positions of a 32000 vocabulary.
 CHUNK_BYTES = {"cuda": 2**31, "cpu": 2**26}
 

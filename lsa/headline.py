@@ -38,7 +38,7 @@ OBJECTIONS: dict[str, tuple[str, ...]] = {
 #: the project's own exploratory finding (issue 62's pilot: at the paper's alpha the regularizer
 #: sharpens more than it aligns; its alignment part alone may help beyond the window at a cost
 #: inside it), as the claims of Section 5.3's item 1 on EABF that carry its numbers: each claim
-#: by what it says (ids differ between profiles; ``tests/test_headline.py`` checks the texts
+#: by what it says (ids differ between profiles; ``tests/unit/test_headline.py`` checks the texts
 #: against the published ``mini-full``), with what it shows. SCE = Jeffreys + twice the mean
 #: entropy (``docs/methods.md``).
 FINDING: tuple[tuple[str, str], ...] = (
@@ -258,7 +258,7 @@ def study_lines(status: dict[str, Any] | None) -> list[str]:
     its kept blocks are and that no outcome is read; once section 07's metrics are published,
     its look and each confirmatory test's line from its claim (id, family, verdict and the
     sentence of its numbers, ``lsa.sections.study.claims.outcome_sentence``). No number is
-    typed here: each comes from the claims or the look (``tests/test_headline.py``)."""
+    typed here: each comes from the claims or the look (``tests/unit/test_headline.py``)."""
     if not status:
         return []
     profile = status["profile"]

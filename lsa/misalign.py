@@ -16,7 +16,7 @@ module this one imports. lsa/fused.py computes the same function in a
 chunked pass with a closed-form gradient, faster and in less memory, and lsa/alignment.py
 uses it: the training losses (``misalignment_loss``, ``ce_loss``: the windows and weights of a
 step) and the metric of a trained model (``fused=False`` there selects the autograd form of
-this module). tests/test_misalign.py checks that the two agree.
+this module). tests/unit/test_misalign.py checks that the two agree.
 
 Windows. The efficient training form takes one sequence of ``l_train + l_extra`` tokens and
 runs

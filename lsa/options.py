@@ -4,7 +4,7 @@ What each option does is defined in lsa/misalign.py; the configuration (``lsa.co
 run's and the fine-tuning part's fields), the definition (``lsa.misalign``), the fused kernel
 (``lsa.fused``), the losses (``lsa.alignment``) and the trainer (``lsa.train.Objective``) all
 import these names from here, so that a configuration can name only what the objective
-computes (tests/test_misalign.py holds them together).
+computes (tests/unit/test_misalign.py holds them together).
 """
 
 from __future__ import annotations

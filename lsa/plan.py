@@ -308,8 +308,8 @@ def longbench_data(pipe: PipelineConfig, assumptions) -> tuple[dict[str, int], d
 
 MAX_NEW_TOKENS = 512  # LongBench's longest answer (gov_report, multi_news)
 #: the methods whose models cannot be left-padded safely (``lsa.evaluate.pads_safely``, read
-#: off a built model; tests/test_batch_safety.py holds the two equal): LongBench-E decodes them
-#: one prompt at a time
+#: off a built model; tests/unit/evaluate/test_longbench_batches.py holds the two equal):
+#: LongBench-E decodes them one prompt at a time
 DECODED_ALONE = frozenset({"dynamic", "longqlora", "eabf", "clex"})
 
 

@@ -16,7 +16,8 @@ A notebook run alone whose runs are not made here (``lsa.notebook.Setup.ensure_r
 that snapshot instead when it holds every run the section reads under the current
 configuration's run ids (``load`` checks every file against the manifest first), says so in its
 first output and saves nothing: the same readers, gates and sections as the pipeline's, so the
-same tables and verdicts (``tests/test_published.py`` re-analyses ``mini`` and compares).
+same tables and verdicts (``tests/e2e/test_published_snapshots.py`` re-analyses ``mini``
+and compares).
 """
 
 from __future__ import annotations

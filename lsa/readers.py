@@ -15,7 +15,7 @@ where the notebook's "Try it" part begins (the markdown cell headed ``## Try it`
 - ``trained``: how many runs the notebook trained, from the lines that say so.
 
 Each Try it text states the last measurement ("**11 runs in about 15 s**", ``STATED``, the time
-rounded by ``about``); tests/test_readers.py holds the texts to the committed record.
+rounded by ``about``); tests/unit/test_readers.py holds the texts to the committed record.
 
 Times are measured, never asserted (a busy machine would fail it): the table is a record of one
 run on one machine, which ``device`` names.

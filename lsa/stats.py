@@ -530,7 +530,7 @@ def crossed_two_level_interval(statistic, n_seeds: int, probe_counts: list[int],
 # much of each call on checking and dispatching their input (what it cost notebook 02:
 # docs/bench/notebooks.md). ``pearson`` and ``spearman`` are the same floating-point operations,
 # in the same order, on two 1-D float arrays without NaN (what ``_clean`` leaves): bit-identical
-# results, which tests/test_stats.py checks against scipy on random, tied and resampled inputs,
+# results, which tests/unit/test_stats.py checks against scipy on random, tied and resampled inputs,
 # so no published number moves. A scipy upgrade that changes its arithmetic fails that test
 # before it can move a number.
 

@@ -206,7 +206,7 @@ class _TiedHeadNotice(logging.Filter):
     """Drops accelerate's "Removed shared tensor {...lm_head.weight} while saving" notice,
     printed at every checkpoint of a model whose output head is tied to its embedding
     (``tie_embeddings``): the head IS the embedding (one tensor), so safetensors stores it once
-    and loading the embedding restores the head; tests/test_train.py resumes such a
+    and loading the embedding restores the head; tests/unit/test_train.py resumes such a
     checkpoint and compares the logits. Any other shared tensor is still reported."""
 
     def filter(self, record: logging.LogRecord) -> bool:

@@ -1,5 +1,6 @@
 """The GPU check: one short script for the day a GPU is lent (run by ``scripts/gpu_check.sh``;
-``python scripts/gpu_check.py --tiny`` runs its CPU path, which tests/test_gpu_check.py tests).
+``python scripts/gpu_check.py --tiny`` runs its CPU path, which
+tests/workflow/test_gpu_check.py tests).
 
 On one GPU, within minutes and without network: pretrain the ``gpu-small`` base model briefly
 (bf16), extend it LongQLoRA-style (PI + LoRA + S2) for a few steps with CE only and with

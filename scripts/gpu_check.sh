@@ -4,7 +4,7 @@
 #   data/books data/tokenizers data/tokens (and data/longbench data/babilong when fetched)
 # with the tree. bitsandbytes is optional: without it the NF4 check says it was skipped.
 # Runs the plan and pre-flight of gpu-small, LongBench-E's batch-safety test on the GPU
-# (tests/test_batch_safety.py, when pytest is there), the bf16 / LoRA / NF4 checks, the
+# (tests/unit/evaluate/test_longbench_batches.py, when pytest is there), the bf16 / LoRA / NF4 checks, the
 # regularizer's cost at gpu-small's step and the 7B-like loss shape (both ratios, CUDA events,
 # profiler traces in $OUT/traces), then one job of each gpu-small kind (3 steps, the fewest
 # evaluation samples; peak memory beside the plan's estimate). Meant to finish in under 10
@@ -34,7 +34,7 @@ tail -n 12 "$out/plan.md"
 status=0
 # LongBench-E: the same answers in batches of 1, 3 and 8 and in two orders, every method's model
 if "$py" -c "import pytest" 2>/dev/null; then
-  timeout 120 "$py" -m pytest tests/test_batch_safety.py -q -p no:cacheprovider \
+  timeout 120 "$py" -m pytest tests/unit/evaluate/test_longbench_batches.py -q -p no:cacheprovider \
     > "$out/batch_safety.log" 2>&1 || status=$?
   tail -n 3 "$out/batch_safety.log"
 else

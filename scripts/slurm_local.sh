@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A single-node SLURM on this machine, from Debian's packages, for the cluster test
-# (tests/test_slurm_local.py, `make test-cluster`): one node `localhost` with this machine's
+# (tests/e2e/test_slurm_local.py, `make test-cluster`): one node `localhost` with this machine's
 # CPUs and its memory less 2 GB, partitions `cpu` (default) and `gpu`, accounting off,
 # MinJobAge=3600 (so that `squeue` still knows a finished job: the executor plugin's
 # `--slurm-status-command squeue`).

@@ -1,14 +1,32 @@
+"""Fixtures every tier shares; the e2e tier is ``slow`` by its folder
+(``pytest_collection_modifyitems``). Plain helpers: ``tests/support``."""
+
 import os
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from support import FAKE_PROMPTS, NO_CONTROLLER, run, tool
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
+E2E = Path(__file__).resolve().parent / "e2e"
+LONG = E2E / "long"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m reads the markers
+def pytest_collection_modifyitems(config, items):
+    """A test is ``slow`` exactly when it lives in tests/e2e/, and ``long`` exactly when it
+    lives in tests/e2e/long/ (what make test leaves out for its time: make test-all runs it,
+    and make publish): the folders set the markers, and either marker written anywhere else
+    is an error, so folder and marker cannot drift."""
+    for item in items:
+        for name, folder in (("slow", E2E), ("long", LONG)):
+            inside = folder in item.path.parents
+            if not inside and item.get_closest_marker(name):
+                raise pytest.UsageError(f"{item.nodeid}: marked {name} outside "
+                                        f"{folder.relative_to(E2E.parent.parent)}/ (move it "
+                                        "there: the folder marks it)")
+            if inside:
+                item.add_marker(getattr(pytest.mark, name))
 
 
 @pytest.fixture
@@ -16,47 +34,6 @@ def out_root(tmp_path, monkeypatch):
     """Send results/ and figures/ to a temporary folder."""
     monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path))
     return tmp_path
-
-
-def tool(name: str) -> str:
-    """An executable of this environment (snakemake, papermill), else from PATH."""
-    path = BIN / name
-    return str(path) if path.exists() else (shutil.which(name) or name)
-
-
-#: a Python script that builds the workflow's DAG for the profile in sys.argv[1] through
-#: Snakemake's API (``wf``: the workflow) and then runs ``print_rules``, a line that prints
-#: what a test reads of the rules (``workflow_script``)
-_WORKFLOW_SCRIPT = """
-import json, sys
-from pathlib import Path
-from snakemake.api import SnakemakeApi
-from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
-with SnakemakeApi(OutputSettings()) as api:
-    wapi = api.workflow(resource_settings=ResourceSettings(),
-                        config_settings=ConfigSettings(config={"profile": sys.argv[1]}),
-                        snakefile=Path("Snakefile"), workdir=Path("."))
-    wapi.dag()
-    wf = wapi._workflow
-    %s
-"""
-
-
-def workflow_script(print_rules: str) -> str:
-    """``_WORKFLOW_SCRIPT`` ending with ``print_rules`` (one line of Python, ``wf`` in scope)."""
-    return _WORKFLOW_SCRIPT % print_rules
-
-
-def run(cmd, **kw):
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-           **kw.pop("env", {})}
-    return subprocess.run(cmd, cwd=kw.pop("cwd", ROOT), env=env, capture_output=True, text=True,
-                          **kw)
-
-
-#: a SLURM configuration whose controller nobody runs (a closed port, the shortest timeout)
-NO_CONTROLLER = ("# tests/conftest.py: no_slurm_controller\nClusterName=lsa-none\n"
-                 "SlurmctldHost=localhost\nSlurmctldPort=1\nMessageTimeout=1\n")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -101,12 +78,6 @@ def smoke_pipeline():
     finally:
         if saved is not None:
             os.environ["LSA_OUTPUT_ROOT"] = saved
-
-
-_PARTS = '{"instruction": "Answer.", "examples": "", "post_prompt": "One word."}'
-FAKE_PROMPTS = ('DEFAULT_TEMPLATE = "{instruction} {examples} {post_prompt} {context} Q: '
-                '{question}"\nDEFAULT_PROMPTS = {\n'
-                + "".join(f'    "qa{i}": {_PARTS},\n' for i in range(1, 6)) + "}\n")
 
 
 @pytest.fixture
