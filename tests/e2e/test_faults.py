@@ -58,7 +58,7 @@ def start(env):
 def test_a_killed_pipeline_resumes_to_the_same_results(smoke_pipeline, tmp_path, monkeypatch):
     reference = outputs(only={*REMADE, SECTION})
     monkeypatch.setenv("LSA_OUTPUT_ROOT", str(tmp_path))
-    copy_made_runs(exclude=REMADE)
+    given = copy_made_runs(exclude=REMADE)
     env = {**os.environ, "PATH": "/usr/bin:/bin", "LSA_OUTPUT_ROOT": str(tmp_path)}
     env.pop(faults.ENV, None)
     fired, left, logs = [], list(POINTS), []
@@ -80,6 +80,10 @@ def test_a_killed_pipeline_resumes_to_the_same_results(smoke_pipeline, tmp_path,
     assert len(fired) == len(POINTS)
 
     pipe = pipeline_config("smoke")
+    for folder in given:  # the runs it was given are not made again
+        summary = [root / "results" / "smoke" / "runs" / folder / "train_summary.json"
+                   for root in (ROOT, tmp_path)]
+        assert summary[0].stat().st_mtime_ns == summary[1].stat().st_mtime_ns, folder
     made = [run for run in runs_of(pipe) if run.id.rsplit("-", 1)[0] in REMADE]
     assert len(made) == len(REMADE) and all(run.finished for run in made)
     assert section_problems(pipe, SECTION) == []

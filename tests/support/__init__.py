@@ -116,12 +116,18 @@ def copy_made_runs(only=None, exclude=(), profile="smoke") -> list[str]:
     """Copy the runs the pipeline made in the repository's results/<profile>/runs (for smoke,
     the ``smoke_pipeline`` fixture's) into the output root the test has set, keeping their
     files' times, so that Snakemake finds them up to date; ``only`` / ``exclude`` select by
-    the folder's name before its digest (``pi_a0_s0``). Returns the names copied."""
+    the folder's name before its digest (``pi_a0_s0``). The resolved configuration comes
+    with them (config.yaml and its digest in .resolved/): without it Snakemake makes it again,
+    and a job whose input another job makes runs again, ``ancient`` or not, i.e. every run.
+    Returns the names copied."""
     from lsa import paths
 
     source = ROOT / "results" / profile / "runs"
     target = paths.results_dir(profile) / "runs"
     assert target != source, "set LSA_OUTPUT_ROOT first: the runs would be copied onto themselves"
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source.parent / "config.yaml", target.parent / "config.yaml")
+    shutil.copytree(source.parent / ".resolved", target.parent / ".resolved")
     copied = []
     for folder in sorted(source.iterdir()):
         name = folder.name.rsplit("-", 1)[0]
