@@ -99,7 +99,9 @@ def _rss_kib(field: str) -> int:
 
 
 class PeakMemory:
-    """The extra memory a block of code reaches above what was held before it (bytes)."""
+    """The extra memory a block of code reaches above what was held before it (bytes). On the
+    CPU, the process's resident-set high-water mark (Linux /proc): the whole process counts,
+    so measure in one that does nothing else, as ``python -m lsa bench`` does."""
 
     def __init__(self, device: torch.device):
         self.device = device
