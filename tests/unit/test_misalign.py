@@ -261,13 +261,18 @@ def test_one_batched_forward_equals_two_separate_forwards(model, stream, ce_on):
     assert out.n_overlap == 7
 
 
+def _window_logits(model, tokens, l_train, l_extra):
+    """The logits of window A (the first l_train tokens) and window B (from l_extra on)."""
+    with torch.no_grad():
+        return (model(input_ids=tokens[:, :l_train]).logits,
+                model(input_ids=tokens[:, l_extra:]).logits)
+
+
 def test_last_position_only(model, stream):
     l_train, l_extra = 12, 4
     tokens = stream.sample(2, l_train + l_extra, torch.Generator().manual_seed(3))
     out = A.misalignment_loss(model, tokens, l_train, l_extra, positions="last")
-    with torch.no_grad():
-        la = model(input_ids=tokens[:, :l_train]).logits
-        lb = model(input_ids=tokens[:, l_extra:]).logits
+    la, lb = _window_logits(model, tokens, l_train, l_extra)
     ref = sce64(la[:, -1], lb[:, l_train - l_extra - 1]).mean()
     torch.testing.assert_close(out.misalign.double(), ref, rtol=1e-4, atol=1e-5)
 
@@ -399,9 +404,7 @@ def test_loss_over_the_papers_positions(model, stream):
     l_train, l_extra = 12, 3
     tokens = stream.sample(2, l_train + l_extra, torch.Generator().manual_seed(6))
     out = A.misalignment_loss(model, tokens, l_train, l_extra, positions="paper")
-    with torch.no_grad():
-        la = model(input_ids=tokens[:, :l_train]).logits
-        lb = model(input_ids=tokens[:, l_extra:]).logits
+    la, lb = _window_logits(model, tokens, l_train, l_extra)
     # B's contexts of at least 6 tokens: B's indices 5..8, A's 8..11
     ref = sce64(la[:, 8:12], lb[:, 5:9]).mean()
     torch.testing.assert_close(out.misalign.double(), ref, rtol=1e-4, atol=1e-5)
