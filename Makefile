@@ -28,14 +28,16 @@ help:
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# --no-compile: pip would byte-compile all of the ~19 000 modules it installs, one at a time;
+# Python compiles the few thousand a run imports when it first imports them, and keeps them
 $(TORCH_MARK): | $(BIN)/python
 	rm -f $(VENV)/.torch-*
-	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet --no-compile $(TORCH)
 	touch $@
 
 # every other package at the version constraints.txt pins (the versions the published runs used)
 $(VENV)/.installed: pyproject.toml constraints.txt $(TORCH_MARK)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e ".[test]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name lsa --display-name "Python (lsa)"
 	touch $@
 
@@ -53,11 +55,20 @@ install: $(VENV)/.installed
 # the suite without tests/e2e/long (marker long: the GPU check's steps on the CPU, the BABILong
 # sources, the study's smoke profile, the multi-process and spaced-interpreter cluster runs),
 # which test-all adds; publish runs test-all first (CONTRIBUTING.md, "Test tiers")
+# In two parts: the tests that do not read the smoke pipeline's runs (marker smoke_runs, set
+# by the fixture smoke_pipeline: tests/conftest.py) spread over TEST_WORKERS processes
+# (pytest-xdist, a test file to a process), then those that do in one process, where the
+# pipeline runs once in the real results/smoke; both parts always run, and either failing fails it
+TEST_WORKERS ?= auto
 test: install
-	$(BIN)/python -m pytest -m "not long"
+	@rc=0; \
+	$(BIN)/python -m pytest -m "not long and not smoke_runs" -n $(TEST_WORKERS) \
+	  --dist loadfile || rc=$$?; \
+	$(BIN)/python -m pytest -m "not long and smoke_runs" || rc=$$?; \
+	exit $$rc
 
-test-all: install
-	$(BIN)/python -m pytest
+test-all: test
+	$(BIN)/python -m pytest -m long
 
 # tests/e2e/test_slurm_local.py, which test and check skip (they start no daemon): Debian's SLURM
 # installed where missing and started (scripts/slurm_local.sh), the smoke profile run through
@@ -67,7 +78,7 @@ test-cluster: install
 	LSA_REQUIRE_SLURM=1 $(BIN)/python -m pytest tests/e2e/test_slurm_local.py
 
 check: install
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow" -q -n $(TEST_WORKERS) --dist loadfile
 	$(BIN)/ruff check .
 
 # rewrite constraints.txt from this environment (torch and its CUDA wheels stay TORCH's choice)

@@ -17,7 +17,9 @@ def pytest_collection_modifyitems(config, items):
     """A test is ``slow`` exactly when it lives in tests/e2e/, and ``long`` exactly when it
     lives in tests/e2e/long/ (what make test leaves out for its time: make test-all runs it,
     and make publish): the folders set the markers, and either marker written anywhere else
-    is an error, so folder and marker cannot drift."""
+    is an error, so folder and marker cannot drift. A test is ``smoke_runs`` exactly when it
+    uses the fixture ``smoke_pipeline`` (itself or through another fixture): make test runs
+    those in one process after the others, which it spreads over several (the Makefile)."""
     for item in items:
         for name, folder in (("slow", E2E), ("long", LONG)):
             inside = folder in item.path.parents
@@ -27,6 +29,8 @@ def pytest_collection_modifyitems(config, items):
                                         "there: the folder marks it)")
             if inside:
                 item.add_marker(getattr(pytest.mark, name))
+        if "smoke_pipeline" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.smoke_runs)
 
 
 @pytest.fixture
