@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 from support import ROOT
-from support.snapshots import BABILONG_RULE, same_json
+from support.snapshots import same_json
 
 from lsa import paths, published
 from lsa.notebook import open_section
@@ -53,12 +53,7 @@ def test_a_smoke_snapshot_reanalyses_to_the_pipelines_claims(smoke_pipeline, tmp
 
 MOVED_SINCE_PUBLISH = {
     "mini": {"rows": set(), "gates": set()},      # republished 2026-12-07 at 84eb727
-    "mini-full": {
-        "rows": {"A3.1", "A3.2", "A3.3",  # issue 61 item 1: the rebuttal's l_extra claims
-                 "A5.1",                  # item 2: the review's reading, now an objection
-                 "A6.1", "A6.4",          # item 6: raw fine-tuning's premise, G3.none, computed
-                 *BABILONG_RULE},
-        "gates": {"G3.none"}},
+    "mini-full": {"rows": set(), "gates": set()},  # republished 2026-12-07 (84eb727, 904e95c)
 }
 
 

@@ -597,7 +597,7 @@ def test_the_papers_equal_compute_at_its_fractions_of_ces_steps():
     assert cfg.paper_compute_steps() == [(15, 14), (30, 28), (60, 57)]
     assert AblationConfig(paper_compute_budgets=[50, 100, 200]).paper_compute_steps() == [
         (50, 47), (100, 95), (200, 190)]  # the paper's own
-    full = load_config(profile="mini-full", overrides=MINI_FULL_NEXT).ablation
+    full = load_config(profile="mini-full").ablation
     assert full.paper_compute_steps() == [(15, 14), (30, 28), (60, 57)]
     with pytest.raises(ConfigError, match="one fraction per budget"):
         AblationConfig.from_dict({"paper_compute_budgets": [15, 30]})
@@ -645,21 +645,13 @@ def test_the_step_time_ratio_pairs_the_runs_own_timings():
     assert [c.verdict for c in out.claims[1:3]] == ["not run", "not run"]
 
 
-#: what mini-full turns on with its next republish (config/config.yaml says why it waits: its
-#: snapshot lacks these runs, so its notebooks could not read it)
-MINI_FULL_NEXT = {"profiles": {"mini-full": {"ablation": {
-    "paper_compute_budgets": [15, 30, 60], "paper_compute_fractions": ["47/50", "95/100",
-                                                                      "190/200"],
-    "base_items": ["l_extra", "compute", "parts"]}}}}
-
-
 def test_mini_full_runs_the_l_extra_arms_and_the_papers_budgets_on_every_base(monkeypatch):
-    """The new runs of mini-full (issue 61), once turned on; mini plans none of them, and
-    until then mini-full plans only the runs its published snapshot holds."""
+    """The new runs of mini-full (issue 61); mini plans none of them, and the published
+    mini-full holds every run its configuration plans."""
     # published from the built-in bAbI generator: with $LSA_DATA_DIR's bAbI files (as in CI)
     # the BABILong runs, and the probes of them, are another configuration
     monkeypatch.delenv("LSA_DATA_DIR", raising=False)
-    full = runs_of(load_config(profile="mini-full", overrides=MINI_FULL_NEXT))
+    full = runs_of(load_config(profile="mini-full"))
     names = set(full.ablation)
     for b in ("", "_b1", "_b2"):
         for s in (0, 1, 2):
@@ -676,5 +668,4 @@ def test_mini_full_runs_the_l_extra_arms_and_the_papers_budgets_on_every_base(mo
     held = {name.split("/")[1] for name in json.loads(
         (published.folder("mini-full") / published.MANIFEST).read_text())["files"]
         if name.startswith("runs/")}
-    today = runs_of(load_config(profile="mini-full"))
-    assert {r.id for r in today.used_by(["finetune", "ablation", "probe", "gates"])} <= held
+    assert {r.id for r in full.used_by(["finetune", "ablation", "probe", "gates"])} <= held
