@@ -28,16 +28,14 @@ help:
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# --no-compile: pip would byte-compile all of the ~19 000 modules it installs, one at a time;
-# Python compiles the few thousand a run imports when it first imports them, and keeps them
 $(TORCH_MARK): | $(BIN)/python
 	rm -f $(VENV)/.torch-*
-	$(BIN)/python -m pip install --quiet --no-compile $(TORCH)
+	$(BIN)/python -m pip install --quiet $(TORCH)
 	touch $@
 
 # every other package at the version constraints.txt pins (the versions the published runs used)
 $(VENV)/.installed: pyproject.toml constraints.txt $(TORCH_MARK)
-	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e ".[test]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name lsa --display-name "Python (lsa)"
 	touch $@
 
