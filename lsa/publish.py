@@ -48,12 +48,17 @@ def destination(profile: str) -> Path:
 
 
 def machine() -> dict[str, Any]:
+    """The publishing machine: its device, memory and the kernels its numerical libraries ran
+    (``lsa.kernels.report``: NumPy's SIMD targets, OpenBLAS's core, torch's ATen capability,
+    and the settings that choose them, unset when nothing pinned them)."""
+    from lsa import kernels
     from lsa.preflight import host_memory
 
     info = files.device_info()
     memory = host_memory()
     if memory is not None:
         info["memory_gib"] = round(memory / 2**30, 1)
+    info["kernels"] = kernels.report()
     return info
 
 

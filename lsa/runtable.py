@@ -49,8 +49,8 @@ def setting_label(spec) -> str:
 def measured_row(metrics: dict[str, Any], l_train: int) -> dict[str, Any]:
     """The protocol's numbers of one model (a fine-tuning run or a probe): perplexity and NLL by
     multiple of ``l_train`` (``nll_beyond_Mx``: the targets whose context is longer than
-    ``l_train``), the long-window perplexity (2x and longer, token-weighted), the misalignment
-    and its parts (NaN where a run predates them), the CE on the training books
+    ``l_train``), the long-window NLL and perplexity (2x and longer, token-weighted), the
+    misalignment and its parts (NaN where a run predates them), the CE on the training books
     (``train_loss``) and the copy probes (``nll_copy_Mx``, ``retrieval_Mx``)."""
     row: dict[str, Any] = {}
     long_nll, long_tokens = 0.0, 0
@@ -63,7 +63,10 @@ def measured_row(metrics: dict[str, Any], l_train: int) -> dict[str, Any]:
         if mult > 1:
             long_nll += value["nll"] * value["tokens"]
             long_tokens += value["tokens"]
-    row["ppl_long"] = math.exp(long_nll / long_tokens) if long_tokens else math.nan
+    # the stored NLL, token-weighted, read as it is: a logarithm of the perplexity taken again
+    # would round differently where numpy's log is vectorised for the CPU (AVX512) or not
+    row["nll_long"] = long_nll / long_tokens if long_tokens else math.nan
+    row["ppl_long"] = math.exp(row["nll_long"]) if long_tokens else math.nan
     longest = max(int(k) for k in metrics["perplexity"]) // l_train
     row["ppl_growth"] = row[f"ppl_{longest}x"] / row["ppl_1x"]  # longest window / 1x
     # runs from before the paper's positions hold one value, over every overlap position

@@ -8,8 +8,9 @@ Everything here is a thin layer over ``scipy.stats`` (``ttest_1samp``-style t in
 ``bootstrap``, ``permutation_test``); nothing is re-implemented but the partial correlation
 (residuals of two least-squares fits), the bookkeeping that turns a table of models into the
 rows of Table 1, and ``pearson`` and ``spearman``: scipy's ``pearsonr`` and ``spearmanr``
-without their input checks, bit-identical (tested), because every resample calls them (twice
-``population.bootstrap`` times per correlation of Table 1).
+without their input checks, because every resample calls them (twice ``population.bootstrap``
+times per correlation of Table 1), and with every sum of products in a fixed order (``dot``),
+so that the analysis gives the same bytes on any CPU.
 
 - **Paired seeds** (``paired_interval``): the effect of a change is the mean over seeds of the
   paired difference (changed run minus baseline, same seed, same data order); its uncertainty is
@@ -528,25 +529,44 @@ def crossed_two_level_interval(statistic, n_seeds: int, probe_counts: list[int],
 # Each correlation of Table 1 is computed once per bootstrap resample and once per permutation
 # (2000 each by default, every audit again), and scipy's ``pearsonr`` and ``spearmanr`` spend
 # much of each call on checking and dispatching their input (what it cost notebook 02:
-# docs/bench/notebooks.md). ``pearson`` and ``spearman`` are the same floating-point operations,
-# in the same order, on two 1-D float arrays without NaN (what ``_clean`` leaves): bit-identical
-# results, which tests/unit/test_stats.py checks against scipy on random, tied and resampled inputs,
-# so no published number moves. A scipy upgrade that changes its arithmetic fails that test
-# before it can move a number.
+# docs/bench/notebooks.md). ``pearson`` and ``spearman`` follow their arithmetic on two 1-D
+# float arrays without NaN (what ``_clean`` leaves) with one change: every sum of products is
+# ``dot``, a correctly rounded sum (``math.fsum``), where scipy and numpy call BLAS, whose
+# kernels (chosen for the CPU at run time: AVX512, AVX2, SSE) sum in different orders. So the
+# analysis gives the same bytes on any x86-64 CPU (tests/e2e/test_any_machine.py re-analyses the
+# published snapshots under the lowest kernels); against scipy they agree to a few units in
+# the last place (tests/unit/test_stats.py).
+
+
+def dot(x: np.ndarray, y: np.ndarray) -> float:
+    """``sum(x * y)`` correctly rounded: the products are exact IEEE operations on every CPU
+    and ``math.fsum`` rounds their exact sum once, so no kernel's summation order enters (the
+    number ``np.dot``, ``np.vecdot`` and BLAS give differs between CPUs in its last bits)."""
+    return math.fsum(np.multiply(x, y).tolist())
+
+
+def slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """``(slope, intercept)`` of the least-squares line of ``y`` on ``x`` (``np.polyfit(x, y,
+    1)`` up to rounding) with ``dot``'s fixed-order sums: the same bytes on any CPU."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    xm, ym = x - x.mean(), y - y.mean()
+    b = dot(xm, ym) / dot(xm, xm)
+    return b, float(y.mean() - b * x.mean())
 
 
 def pearson(x: np.ndarray, y: np.ndarray) -> float:
     """``scipy.stats.pearsonr(x, y).statistic`` (scipy 1.17's arithmetic: centred, each scaled
-    by its largest deviation before the norm, ``vecdot``, clipped to [-1, 1], rounded for two
-    points); NaN when either input is constant."""
+    by its largest deviation before the norm, the product summed, clipped to [-1, 1], rounded
+    for two points) with the sums of products by ``dot``; NaN when either input is
+    constant."""
     if (x == x[0]).all() or (y == y[0]).all():
         return math.nan
     xm, ym = x - x.mean(), y - y.mean()
     xmax, ymax = np.abs(xm).max(), np.abs(ym).max()
     sx, sy = xm / xmax, ym / ymax
-    normx = xmax * np.sqrt(np.add.reduce(sx * sx))
-    normy = ymax * np.sqrt(np.add.reduce(sy * sy))
-    r = min(1.0, max(-1.0, float(np.vecdot(xm / normx, ym / normy))))
+    normx = xmax * math.sqrt(dot(sx, sx))
+    normy = ymax * math.sqrt(dot(sy, sy))
+    r = min(1.0, max(-1.0, dot(xm / normx, ym / normy)))
     return float(round(r)) if x.size == 2 else r
 
 
@@ -561,19 +581,17 @@ def average_ranks(v: np.ndarray) -> np.ndarray:
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """``scipy.stats.spearmanr(x, y).statistic``: numpy's ``corrcoef`` of the two rank vectors,
-    step by step as numpy computes it (``cov``, then divided by each standard deviation);
-    NaN when either input is constant."""
+    """``scipy.stats.spearmanr(x, y).statistic``: numpy's ``corrcoef`` of the two rank vectors
+    as numpy computes it (the covariances of the centred ranks, then divided by each standard
+    deviation) with the sums of products by ``dot``; NaN when either input is constant."""
     if (x == x[0]).all() or (y == y[0]).all():
         return math.nan
-    m = np.column_stack((average_ranks(x), average_ranks(y))).T
-    m = m - m.mean(axis=1)[:, None]
-    c = np.dot(m, m.T.conj())
-    c *= np.true_divide(1, x.size - 1)
-    sd = np.sqrt(np.diag(c).real)
-    c /= sd[:, None]
-    c /= sd[None, :]
-    return float(min(1.0, max(-1.0, c[1, 0])))
+    a, b = average_ranks(x), average_ranks(y)
+    a, b = a - a.mean(), b - b.mean()
+    scale = 1 / (x.size - 1)
+    c = dot(a, b) * scale
+    c = c / math.sqrt(dot(a, a) * scale) / math.sqrt(dot(b, b) * scale)
+    return float(min(1.0, max(-1.0, c)))
 
 
 def _corr(method: Method):
@@ -641,7 +659,8 @@ def _inverted_p(dist: np.ndarray, z0: float | None, accel: float | None) -> floa
 
 def _bootstrap(statistic, arrays, n_resamples: int, seed: int, confidence: float,
                groups=None) -> Resampled:
-    """BCa interval of scipy's paired bootstrap, and the p of 0 from the same resamples
+    """BCa interval over scipy's paired bootstrap resamples (its ends as scipy's BCa computes
+    them, in a fixed order), and the p of 0 from the same resamples
     (``_inverted_p``); where BCa is undefined (a resample of few models can be constant, its
     statistic NaN) the percentile interval of the finite resampled statistics and its p. With
     ``groups`` (one label per row) the resampled unit is the group, all its rows together (a
@@ -649,7 +668,7 @@ def _bootstrap(statistic, arrays, n_resamples: int, seed: int, confidence: float
     bootstrap needs clusters of comparable size: with one dominant cluster its level is not
     guaranteed, which the leave-one-cluster-out refits check (``position`` shows the bias)."""
     from scipy import stats
-    from scipy.special import ndtri
+    from scipy.special import ndtr, ndtri
 
     if groups is not None:
         labels = list(dict.fromkeys(groups))
@@ -671,20 +690,30 @@ def _bootstrap(statistic, arrays, n_resamples: int, seed: int, confidence: float
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # the resamples alone (scipy's percentile method draws the same ones as its BCa); BCa's
+        # ends are computed here, from the same quantities scipy's ``_bca_interval`` uses, with
+        # the powers as products and a square root: numpy's ``**`` on an array runs a
+        # vectorised ``pow`` on AVX512 CPUs whose last bits differ from the scalar one
         res = stats.bootstrap(arrays, statistic, paired=True, vectorized=False,
                               n_resamples=n_resamples, confidence_level=confidence,
-                              method="BCa", random_state=np.random.default_rng(seed))
+                              method="percentile", random_state=np.random.default_rng(seed))
         estimate = of_units(np.arange(units))
         jack = np.array([of_units(np.delete(np.arange(units), i)) for i in range(units)])
     dist = np.asarray(res.bootstrap_distribution, dtype=float)
     position = float(((dist < estimate).sum() + (dist <= estimate).sum()) / 2 / dist.size) \
         if math.isfinite(estimate) else math.nan
-    low, high = res.confidence_interval
-    if np.isfinite(low) and np.isfinite(high):
+    if math.isfinite(position) and np.isfinite(dist).all():
+        z0 = float(ndtri(position))
         u = (units - 1) * (jack.mean() - jack)
-        accel = float((u ** 3).sum() / units ** 3 / 6 / ((u ** 2).sum() / units ** 2) ** 1.5)
-        p = _inverted_p(dist, float(ndtri(position)), accel)
-        return Resampled(float(low), float(high), p, position)
+        square = float((u * u).sum()) / units ** 2
+        # a constant jackknife leaves BCa undefined (scipy's NaN): the percentile interval
+        accel = (float((u * u * u).sum()) / units ** 3 / 6 / (square * math.sqrt(square))
+                 if square > 0 else math.nan)
+        z = float(ndtri(0.5 - confidence / 2))
+        ends = [float(ndtr(z0 + w / (1 - accel * w))) for w in (z0 + z, z0 - z)]
+        if all(math.isfinite(e) for e in ends):
+            low, high = (float(v) for v in stats.quantile(dist, np.array(ends)))
+            return Resampled(low, high, _inverted_p(dist, z0, accel), position)
     dist = dist[np.isfinite(dist)]
     if dist.size == 0:
         return Resampled(math.nan, math.nan, math.nan, position)
@@ -861,11 +890,13 @@ def partial_correlation(x, y, z) -> float:
     x, y, z = x[keep], y[keep], z[keep]
     if x.size < 4:
         raise ValueError(f"partial correlation needs >= 4 complete models, got {x.size}")
-    design = np.column_stack([np.ones_like(z), z])
+    flat = bool((z == z[0]).all())  # lstsq's minimum-norm fit: the mean alone
 
-    def residual(v):
-        coef, *_ = np.linalg.lstsq(design, v, rcond=None)
-        return v - design @ coef
+    def residual(v):  # least squares with intercept, as lstsq fits it, in fixed order
+        if flat:
+            return v - v.mean()
+        b, a = slope(z, v)
+        return v - (a + b * z)
 
     return pearson(residual(x), residual(y))
 

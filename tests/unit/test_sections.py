@@ -45,7 +45,8 @@ def grid_rows() -> pd.DataFrame:
                 rows.append({"run": f"{method}_a{alpha:g}_s{seed}", "method": method,
                              "alpha": alpha, "loss": runtable.loss_label(alpha), "seed": seed,
                              "ppl_1x": 5.0, "ppl_2x": math.exp(nll), "ppl_4x": math.exp(nll),
-                             "ppl_long": math.exp(nll), "ppl_growth": math.exp(nll) / 5.0,
+                             "ppl_long": math.exp(nll), "nll_long": nll,
+                             "ppl_growth": math.exp(nll) / 5.0,
                              "misalignment": 1.0 - alpha, "misalignment_all": 1.2 - alpha})
     return pd.DataFrame(rows)
 

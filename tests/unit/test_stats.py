@@ -74,16 +74,17 @@ def _inputs(seed: int, count: int):
         yield x, y
 
 
-def test_pearson_and_spearman_are_scipys_to_the_last_bit():
-    """The fast correlations the resamples call are scipy's, bit for bit (NaN where scipy's
-    is: a constant input), and the ranks are ``rankdata``'s: so moving Table 1 onto them
-    moves no number."""
+def test_pearson_and_spearman_are_scipys_to_rounding():
+    """The fast correlations the resamples call are scipy's to a few units in the last place
+    (their sums of products are correctly rounded where scipy's are BLAS's; NaN where scipy's
+    is: a constant input), and the ranks are ``rankdata``'s."""
     import warnings
 
     from scipy import stats as sp
 
     def same(a, b):
-        return a == b or (math.isnan(a) and math.isnan(b))
+        return math.isclose(a, b, rel_tol=1e-13, abs_tol=1e-15) or (math.isnan(a)
+                                                                     and math.isnan(b))
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy warns on the constant inputs
@@ -94,6 +95,31 @@ def test_pearson_and_spearman_are_scipys_to_the_last_bit():
     assert stats.pearson(np.array([1.0, 2.0]), np.array([3.0, 1.0])) == -1.0
     assert stats.spearman(np.array([1.0, 2.0, 2.0]), np.array([1.0, 2.0, 3.0])) == \
         pytest.approx(math.sqrt(3) / 2)  # ranks (1, 2.5, 2.5) against (1, 2, 3), by hand
+
+
+def test_dot_is_the_exact_sum_rounded_once_in_any_order():
+    """``dot`` is the exact sum of the exact products rounded once (fractions by hand), so no
+    order of summation, the kernel's or the rows', can change it; ``slope`` is
+    ``np.polyfit``'s line to rounding, and the partial correlation's residuals are
+    ``lstsq``'s."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 17, 300):
+        x, y = rng.normal(size=n) * 1e3, rng.normal(size=n) * 1e-3
+        exact = sum(Fraction(float(a * b)) for a, b in zip(x, y))  # each product rounded once
+        assert stats.dot(x, y) == float(exact)
+        order = rng.permutation(n)
+        assert stats.dot(x[order], y[order]) == stats.dot(x, y)
+    x = rng.normal(size=40)
+    y = 0.3 * x + rng.normal(size=40)
+    assert stats.slope(x, y) == pytest.approx(tuple(np.polyfit(x, y, 1)), rel=1e-12)
+    z = rng.normal(size=40)
+    design = np.column_stack([np.ones_like(z), z])
+    res = [v - design @ np.linalg.lstsq(design, v, rcond=None)[0] for v in (x, y)]
+    assert stats.partial_correlation(x, y, z) == pytest.approx(stats.pearson(*res), rel=1e-12)
+    flat = np.full(40, 2.0)  # lstsq's minimum-norm fit on a constant z: the plain correlation
+    assert stats.partial_correlation(x, y, flat) == pytest.approx(stats.pearson(x, y))
 
 
 def test_correlation_drops_missing_models_and_needs_three():

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from lsa.claims import Claim, Verdict, judged, paper
@@ -26,6 +25,7 @@ from lsa.stats import (
     EXCLUDES_ZERO,
     UNDERPOWERED,
     audit_outcome,
+    correlation_value,
     p_text,
     resolution_text,
     resolve_verdict,
@@ -91,7 +91,7 @@ def narrative(primary: pd.DataFrame, rows: pd.DataFrame, score: str) -> str:
              for kind, r in by_kind.iterrows()]
     tuned = primary[primary["kind"] == "fine-tuning run"][["jeffreys", score]].dropna()
     within = (f"; among the fine-tuning runs alone r(Jeffreys, score) = "
-              f"{np.corrcoef(tuned['jeffreys'], tuned[score])[0, 1]:+.2f} ({len(tuned)} units)"
+              f"{correlation_value(tuned['jeffreys'], tuned[score]):+.2f} ({len(tuned)} units)"
               if len(tuned) >= 3 and tuned["jeffreys"].nunique() > 1 else "")
     out.append("- **Where the Jeffreys part varies.** Its mean (range) by kind of unit: "
                + "; ".join(parts) + within + ". A correlation over all units that comes from "

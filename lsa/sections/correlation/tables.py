@@ -67,7 +67,9 @@ def population(models: pd.DataFrame, exclude_ppl_ratio: float) -> pd.DataFrame:
     # a probe has no fine-tuning log: its training loss is the CE at l_train it was measured at
     table["train_loss_logged"] = table.get("train_loss_logged", pd.Series(
         math.nan, index=table.index)).fillna(table["train_loss"])
-    for col in [c for c in table.columns if c.startswith("nll_") and c != "nll_1x"]:
+    # every window's NLL but l_train's (nll_long pools the long windows: not a window)
+    for col in [c for c in table.columns if c.startswith("nll_")
+                and c not in ("nll_1x", "nll_long")]:
         table["score_" + col[4:]] = -table[col]
     base = table.loc[table["kind"] == "base model", "ppl_1x"]
     limit = exclude_ppl_ratio * float(base.iloc[0]) if len(base) else math.inf
@@ -392,10 +394,9 @@ def within_method(table: pd.DataFrame, score: str,
             cols = sub[[pred, score]].dropna()
             if len(cols) < 3 or cols[pred].nunique() < 2:
                 continue
-            slope, _ = np.polyfit(cols[pred], cols[score], 1)
+            x, y = cols[pred].to_numpy(float), cols[score].to_numpy(float)
             rows.append({"method": method, "predictor": pred, "units": len(cols),
-                         "slope": float(slope),
-                         "r": float(np.corrcoef(cols[pred], cols[score])[0, 1])})
+                         "slope": stats.slope(x, y)[0], "r": stats.pearson(x, y)})
     return pd.DataFrame(rows)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from lsa.claims import PAPER_PPL_MULTIPLE, Claim, fmt, judged, paper
@@ -122,7 +121,6 @@ def extension_claims(runs: pd.DataFrame, alpha: float = 0.1, section: str = "Sec
     claims: list[Claim] = []
     if runs.empty:
         return []
-    runs = runs.assign(nll_long=np.log(runs["ppl_long"]))
     nll = paired_effect(runs, "nll_long", alpha).set_index("method")
     ppl = paired_effect(runs, "ppl_long", alpha)
     mis = paired_effect(runs, "misalignment", alpha)

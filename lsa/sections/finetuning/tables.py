@@ -114,7 +114,6 @@ def power_table(runs: pd.DataFrame, alpha: float = 0.1,
     the configured seeds were chosen by) and, planned for power, the seeds a paired t-test
     needs to detect the paper's effect with 80 % power at the standard deviation's 80 % upper
     confidence bound (``sd_upper_80``, ``seeds_for_80_power``: ``lsa.stats.seeds_for_power``)."""
-    runs = runs.assign(nll_long=np.log(runs["ppl_long"]))
     rows = []
     for column in columns:
         if column not in runs:

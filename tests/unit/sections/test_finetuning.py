@@ -18,8 +18,10 @@ from lsa.stats import seeds_for_halfwidth, sign_verdict
 
 
 def runs(values):
-    """values: {(method, alpha, seed): ppl_long}"""
+    """values: {(method, alpha, seed): ppl_long} (``nll_long`` its logarithm, as the run
+    table reads it from the stored NLL)"""
     return pd.DataFrame([{"method": m, "alpha": a, "seed": s, "ppl_long": v,
+                          "nll_long": math.log(v),
                           "ppl_growth": 1 + v / 1000, "misalignment": v / 10}
                          for (m, a, s), v in values.items()])
 
@@ -344,6 +346,7 @@ def test_the_paper_length_claims_leave_the_other_ids_as_they_were():
             for alpha in (0.0, 0.1):
                 rows.append({"method": method, "alpha": alpha, "seed": seed,
                              "ppl_long": 100.0 - 10 * alpha - seed, "ppl_growth": 1.1,
+                             "nll_long": math.log(100.0 - 10 * alpha - seed),
                              "misalignment": 0.5, "nll_1x": 2.0, "nll_2x": 3.0 - alpha})
     ids = [c["id"] for c in ft_claims.extension_claims(pd.DataFrame(rows))]
     assert ids == ["S5.clex", "S5.1", "S5.2", "S5.3", "S5.4", "S5.5", "S5.6"]
