@@ -91,7 +91,8 @@ reproduce: install
 	$(BIN)/python -m lsa fetch books; \
 	$(BIN)/python -m lsa pipeline --profile $(PROFILE) --cores $(CORES) -- $(SNAKEMAKE_ARGS); \
 	$(BIN)/python -m lsa check --profile $(PROFILE); \
-	$(BIN)/python -m lsa timings --profile $(PROFILE) --record-since $$start --cores "$(CORES)"
+	$(BIN)/python -m lsa timings --profile $(PROFILE) --record-since $$start --cores "$(CORES)"; \
+	$(BIN)/python -m lsa compare --profile $(PROFILE)
 
 # a committed snapshot of the last `make reproduce` (docs/results/<profile>/)
 publish: test-all

@@ -26,6 +26,8 @@
     python -m lsa bench    jobs [--profile P]           job throughput at 1 and 2 threads
     python -m lsa bench    notebooks [--only 01,03]     each notebook run alone, timed
     python -m lsa timings  [--profile P]                where a profile's time went
+    python -m lsa compare  [--profile P]                a reproduce's claims beside the
+                                                        published snapshot's, claim by claim
     python -m lsa publish  [--profile P] [--results-only] snapshot into docs/results/ (committed)
     python -m lsa study    keep | design | run --bases N [--profile study]
                                                         the confirmatory study (issue 62): keep
@@ -381,6 +383,23 @@ def _timings(args) -> int:
     return 0
 
 
+def _compare(args) -> int:
+    from lsa.compare import compare_profile
+
+    pipe = _load(args)
+    found = compare_profile(pipe.profile, list(pipe.sections))
+    if found is None:
+        print(f"compare {pipe.profile}: not published (no docs/results/{pipe.profile}/"
+              "claims.csv): nothing to compare with")
+        return 0
+    table, line = found
+    moved = table[table["status"] != "identical"]
+    if len(moved) and not args.quiet:
+        print(moved.to_markdown(index=False, floatfmt=".3g"), end="\n\n")
+    print(line)
+    return 0
+
+
 def _power(args) -> int:
     from lsa import runtable
     from lsa.sections.finetuning import tables as ft_tables
@@ -622,6 +641,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record-since", type=float, help=argparse.SUPPRESS)  # make reproduce
     p.add_argument("--cores", default="?", help=argparse.SUPPRESS)
     p.set_defaults(func=_timings)
+    p = command(sub, "compare", help="a reproduce's claims beside the published snapshot's, "
+                       "claim by claim: identical, moved within or beyond the snapshot's "
+                       "stated tolerance, verdict moved")
+    _profile_options(p)
+    p.add_argument("--quiet", action="store_true", help="the summary line alone")
+    p.set_defaults(func=_compare)
     p = command(sub, "power", help="the seeds' power computation from a profile's finished "
                        "runs: seed-to-seed spread of the paired NLL differences, and the seeds "
                        "that resolve the paper's effect")
