@@ -65,15 +65,25 @@ def _number(value: str) -> float:
         return math.nan
 
 
+#: two numbers this close (relative) are one number: the published snapshots' were computed
+#: with BLAS's sums before the analysis summed in a fixed order (lsa.stats.dot), which moved
+#: some in their last bits; a run that moved moves them by far more
+SAME_NUMBER = 1e-12
+
+
 def largest_move(ours: pd.Series, theirs: pd.Series) -> float:
     """The largest absolute change of the claim's estimate and interval ends (0 when every
-    one is equal or missing on both sides; inf when one side lacks a number the other has)."""
+    one is equal, to ``SAME_NUMBER``, or missing on both sides; inf when one side lacks a
+    number the other has)."""
     moves = [0.0]
     for column in NUMBERS_COMPARED:
         a, b = _number(ours.get(column, "")), _number(theirs.get(column, ""))
         if math.isnan(a) and math.isnan(b):
             continue
-        moves.append(math.inf if math.isnan(a) or math.isnan(b) else abs(a - b))
+        if math.isnan(a) or math.isnan(b):
+            moves.append(math.inf)
+        elif not math.isclose(a, b, rel_tol=SAME_NUMBER, abs_tol=0.0):
+            moves.append(abs(a - b))
     return max(moves)
 
 

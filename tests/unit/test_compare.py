@@ -56,9 +56,12 @@ def test_each_status_by_hand():
     assert "states no tolerance" in line
 
 
-def test_a_number_one_side_lacks_is_an_infinite_move():
+def test_a_number_one_side_lacks_is_an_infinite_move_and_the_last_bits_none():
     assert largest_move(pd.Series({"estimate": "0.1"}), pd.Series({"estimate": ""})) == math.inf
     assert largest_move(pd.Series({"estimate": ""}), pd.Series({"estimate": ""})) == 0.0
+    # the last bits of the analysis' own arithmetic are no move of the runs
+    assert largest_move(pd.Series({"low": "-0.483635047752358"}),
+                        pd.Series({"low": "-0.4836350477523579"})) == 0.0
 
 
 def test_the_command_on_the_published_claims_read_as_a_reproduce(tmp_path, monkeypatch,
