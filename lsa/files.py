@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -108,11 +109,13 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode())
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
+    """``obj`` as ``write_json`` writes it: string keys, lists, plain numbers (a non-finite
+    one as None or "inf"), paths as text."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 0) == 0:
         obj = obj.item()  # numpy / torch scalars
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -123,11 +126,20 @@ def _jsonable(obj: Any) -> Any:
 
 
 def write_json(path: str | Path, obj: Any) -> Path:
-    return atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
+    return atomic_write_text(path, json.dumps(jsonable(obj), indent=2, sort_keys=False) + "\n")
 
 
 def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
+
+
+def sha256(path: str | Path) -> str:
+    """The sha256 of a file, read a block at a time (a model's weights may be gigabytes)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def git_commit() -> str | None:

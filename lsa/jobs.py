@@ -438,6 +438,15 @@ def _probe_model(pipe: PipelineConfig, run: Run, tokenizer):
     return model.eval()
 
 
+def loaded_from(model) -> list[Path]:
+    """The files of the local folder ``model`` was loaded from (its ``name_or_path``:
+    SmolLM2's cached copy under ``data/``), [] for a model built here: what a run read from
+    outside its folder, whose checksums its marker records (``lsa.markers.mark_finished``)."""
+    name = getattr(model, "name_or_path", "") or ""
+    folder = Path(name)
+    return sorted(p for p in folder.iterdir() if p.is_file()) if name and folder.is_dir() else []
+
+
 def reference_probe(pipe: PipelineConfig, run: Run) -> Path:
     """A reference model (``population.reference_models``: SmolLM2-135M from its wheel),
     forward only: the misalignment and its parts at ``reference_window`` on its own tokens of
@@ -469,7 +478,8 @@ def reference_probe(pipe: PipelineConfig, run: Run) -> Path:
                                                              "top1_change")))}}
     save_metrics(folder, metrics, run.identity, started=started)
     mark_finished(folder, {"steps": 0, "probed": run.identity["model"],
-                           "wall_time_s": round(time.time() - started, 2)})
+                           "wall_time_s": round(time.time() - started, 2)},
+                  inputs=loaded_from(model))
     return folder
 
 
@@ -528,7 +538,13 @@ def run_job(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
 
 
 def ensure(pipe: PipelineConfig, run: Run, progress: bool = True) -> Path:
-    """``run`` and, first, every run it needs that is not finished yet."""
+    """``run`` and, first, every run it needs that is not finished yet, as the pipeline makes
+    them: a finished one whose files no longer verify is made again, never read
+    (``lsa.runs.Run.unmark_if_broken``)."""
     for need in run.needs:
         ensure(pipe, need, progress)
+    problems = run.unmark_if_broken()
+    if problems:
+        print(f"{run.describe()} ({run.id}) is made again, its files do not verify: "
+              + "; ".join(problems))
     return run.folder if run.finished else run_job(pipe, run, progress)

@@ -242,9 +242,9 @@ def verify_job(run, profile: str) -> list[str]:
     """What ``python -m lsa pipeline`` checks before Snakemake plans, for one job run by hand
     (``python -m lsa <kind> --run NAME``): ``run`` marked finished whose files no longer verify
     loses its marker, so that the job makes it again (returns that note); a run it reads that is
-    marked finished but does not verify (a cut ``model.safetensors``, tokenizer or metrics file)
-    or a damaged cache stops it before any compute: ``DamagedFile`` naming the file and the
-    command that remakes it."""
+    marked finished but does not verify (a file of it deleted, cut or changed since its marker
+    recorded its checksum: ``lsa.markers.output_problems``) or a damaged cache stops it before
+    any compute: ``DamagedFile`` naming each file and the command that remakes it."""
     from lsa.files import DamagedFile, shell_path
     from lsa.pipeline import unmark_broken_runs
 

@@ -372,18 +372,11 @@ def workflow_settings(path: Path | None = None) -> WorkflowSettings:
 
 def unmark_broken_runs(runs) -> list[tuple[Any, list[str]]]:
     """Take the finished marker away from every marked run whose files do not verify
-    (``lsa.markers.output_problems``: a file cut or damaged after the job ended), so that Snakemake
-    makes the run again instead of reading broken files; returns those runs and their
-    problems. ``python -m lsa pipeline`` calls it before Snakemake plans
-    (``lsa.launch.unmark_broken``)."""
-    broken = []
-    for run in runs:
-        if run.finished:
-            problems = run.problems()
-            if problems:
-                (run.folder / FINISHED).unlink(missing_ok=True)
-                broken.append((run, problems))
-    return broken
+    (``lsa.runs.Run.unmark_if_broken``: a file deleted, cut or changed after the job ended, or
+    no checksums recorded), so that Snakemake makes the run again instead of reading broken
+    files; returns those runs and their problems. ``python -m lsa pipeline`` calls it before
+    Snakemake plans (``lsa.launch.unmark_broken``)."""
+    return [(run, problems) for run in runs if (problems := run.unmark_if_broken())]
 
 
 def check_runs(pipe: PipelineConfig) -> list[str]:
@@ -392,8 +385,9 @@ def check_runs(pipe: PipelineConfig) -> list[str]:
 
 
 def run_problems(pipe: PipelineConfig, run) -> list[str]:
-    """Problems in one run's folder: its files (``lsa.markers.output_problems``) and the
-    metrics its kind must hold."""
+    """Problems in one run's folder: its files (``lsa.markers.output_problems``: each file
+    named, checked against the checksums its marker records) and the metrics its kind must
+    hold."""
     label = run.name if run.kind == "base" else \
         f"{run.kind}_{run.name}" if run.kind in ("babilong-eval", "probe", "longbench") \
         else run.name

@@ -21,10 +21,16 @@ configure alike are made once):
 - ``metrics.jsonl``: one line per optimizer step (``LOG``);
 - ``model/``, ``tokenizer/`` (base), ``checkpoint/`` while training;
 - ``metrics.json`` (evaluations) and ``run_info.json`` (provenance);
-- ``train_summary.json``, written last (``FINISHED``) once the files above verify
-  (``output_problems``): a folder with it is finished and reused; anything else is
-  (re)started. ``python -m lsa pipeline`` takes the marker away from a run whose files no
-  longer verify (``lsa.pipeline.unmark_broken_runs``), so that run is made again.
+- ``train_summary.json``, written last (``FINISHED``) once the files above are whole, with
+  the sha256 of each of them (and of a model read from outside the folder): a folder with it
+  is finished and reused; anything else is (re)started. A finished run verifies while every
+  file it records is there with its checksum (``Run.problems``, ``output_problems``: one
+  changed byte of the weights is found); one that does not is never used: ``python -m lsa
+  pipeline`` and a job run by hand take its marker away (``Run.unmark_if_broken``), so it is
+  made again, a job stops on a run it reads that does not verify, and ``python -m lsa check``
+  names each file. A run finished before markers recorded checksums is not verified, so it
+  is made again too. A published snapshot's or kept run (``root``) is verified by its
+  snapshot's manifest instead.
 
 The log and the marker (``LOG``, ``FINISHED``, ``mark_finished``, ``output_problems``) are
 ``lsa.markers``', below this module and the trainer (``lsa.train``) that writes them.
@@ -51,7 +57,7 @@ from lsa.config import (
     base_plan,
 )
 from lsa.data.babi import file_sources
-from lsa.markers import FINISHED, LOG, is_finished, output_problems, read_log
+from lsa.markers import FINISHED, LOG, is_finished, output_problems, read_log, read_summary
 from lsa.strict import ConfigError
 
 # the folder's markers live in lsa.markers (below this module and lsa.train, which write them);
@@ -165,8 +171,20 @@ class Run:
         return is_finished(self.folder)
 
     def problems(self) -> list[str]:
-        """What is wrong with a finished run's files (``output_problems``); [] when whole."""
-        return output_problems(self.folder)
+        """What is wrong with a finished run's files (``output_problems``); [] when whole. A
+        published snapshot's or kept run (``root``: gzipped files, no weights) is checked
+        against its snapshot's manifest by what reads it (``lsa.published.load``,
+        ``lsa.kept.verify``), never here: [] (no job unmarks it)."""
+        return output_problems(self.folder) if self.root is None else []
+
+    def unmark_if_broken(self) -> list[str]:
+        """Take the marker away from a finished run whose files do not verify (``problems``),
+        so that it is made again, never read; returns those problems ([]: whole, or not
+        finished)."""
+        problems = self.problems() if self.finished else []
+        if problems:
+            (self.folder / FINISHED).unlink(missing_ok=True)
+        return problems
 
     @property
     def job(self) -> str:
@@ -200,7 +218,7 @@ class Run:
         return next((n for n in self.needs if n.kind == "base"), None)
 
     def summary(self) -> dict[str, Any]:
-        return _read(self.folder / FINISHED)
+        return read_summary(self.folder)  # the job's, without the marker's checksums
 
     def metrics(self) -> dict[str, Any]:
         return _read(self.folder / "metrics.json")

@@ -1,10 +1,12 @@
 """What the tests share that is not a fixture (fixtures: tests/conftest.py): the
 repository root, commands in this environment, a Snakemake API script, the stand-in
-BABILong prompts, a profile's outputs without timings, a copy of the working tree.
+BABILong prompts, a profile's outputs without timings, a copy of the working tree, the ways
+a run's file is damaged.
 pyproject.toml puts tests/ on the path: ``from support import ROOT``."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -110,6 +112,29 @@ def copy_working_tree(target):
 def cut_file(path, keep: int) -> None:
     """``path`` cut to its first ``keep`` bytes, as a killed write leaves a file."""
     path.write_bytes(path.read_bytes()[:keep])
+
+
+def change_byte(path) -> None:
+    """One bit of the byte in the middle of ``path`` flipped: its size and every other byte
+    kept (in a JSON file the text no longer parses or says something else)."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def names(text: str, path: str) -> bool:
+    """Whether ``text`` (a problem's line) names the run's file ``path`` (a path in its
+    folder) as a path of its own: ``config.json`` is not ``model/config.json``, nor
+    ``metrics.json`` ``metrics.jsonl``."""
+    return re.search(rf"(?<![\w/.]){re.escape(path)}(?![\w.])", text) is not None
+
+
+#: the ways a file of a finished run is damaged after its job (issue 73): cut to half its
+#: bytes, emptied, deleted, one byte changed
+DAMAGES = {"cut": lambda path: cut_file(path, path.stat().st_size // 2),
+           "emptied": lambda path: path.write_bytes(b""),
+           "deleted": lambda path: path.unlink(),
+           "changed": change_byte}
 
 
 def copy_made_runs(only=None, exclude=(), profile="smoke") -> list[str]:

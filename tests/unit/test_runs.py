@@ -216,6 +216,20 @@ def test_the_pipeline_unmarks_a_finished_run_whose_files_broke_after_the_job(out
     assert not run.finished
 
 
+def test_a_published_or_kept_run_is_verified_by_its_manifest_never_unmarked(tmp_path):
+    """A snapshot's run (gzipped files, no weights, its marker as the job wrote it) is checked
+    against its snapshot's manifest by what reads it (lsa.published, lsa.kept): no job or
+    pipeline takes its marker away, whatever its record lists."""
+    import dataclasses
+
+    run = dataclasses.replace(runs_of(load_config(profile="smoke")).base, root=tmp_path)
+    run.folder.mkdir()
+    (run.folder / "metrics.json.gz").write_bytes(b"")
+    write_json(run.folder / FINISHED, {"steps": 1, "files": {"model/model.safetensors": "0"}})
+    assert output_problems(run.folder) != [] and run.problems() == []
+    assert run.unmark_if_broken() == [] and run.finished
+
+
 def test_a_job_fails_when_its_id_is_not_the_one_the_pipeline_expects(capsys):
     from lsa.__main__ import main
 
