@@ -190,6 +190,25 @@ def missing_runs_text(profile: str, ids: list[str]) -> str:
             f"profile = \"smoke\" for a few minutes' run.")
 
 
+def section_profile(section: str, profile: str, why: str) -> tuple[str, str]:
+    """The profile a notebook run alone with ``profile = None`` reads: ``profile`` (the last
+    finished pipeline's, else the default: ``lsa.paths.notebook_profile``, said ``why``) when
+    it has ``section``, else the first profile that has it, a published one first (section
+    07 is the study's alone), and why."""
+    from lsa.config import PROFILES
+
+    if section in load_config(profile=profile).sections:
+        return profile, why
+    having = [p for p in PROFILES if section in load_config(profile=p).sections]
+    if not having:
+        raise ConfigError(f"section {section!r}: no profile of config/config.yaml has it")
+    chosen = next((p for p in having if (published.folder(p) / "claims.csv").exists()),
+                  having[0])
+    published_note = " (published)" if (published.folder(chosen) / "claims.csv").exists() else ""
+    return chosen, (f"{profile} ({why}) has no section {section}; {chosen} is the first "
+                    f"profile that has it{published_note}")
+
+
 def open_section(section: str, *, profile: str | None = None, config_file: str | None = None,
                  run_ids: list[str] | None = None, train_missing: bool | None = None,
                  overrides: dict[str, Any] | None = None) -> Setup:
@@ -205,7 +224,7 @@ def open_section(section: str, *, profile: str | None = None, config_file: str |
         if call.profile is None:
             from lsa import paths
 
-            profile, why = paths.notebook_profile()
+            profile, why = section_profile(section, *paths.notebook_profile())
             print(f"profile {profile}: {why}")
             call = dataclasses.replace(call, profile=profile)
         pipe = load_config(profile=call.profile)

@@ -66,3 +66,23 @@ def test_editing_a_parameter_of_a_notebook_run_alone_changes_its_output(out_root
     info = json.loads((paths.section_dir("smoke", "06_replication_report") / "run_info.json")
                       .read_text())
     assert info["config"]["sections"] == ["01_synthetic_study"]  # what it ran with
+
+
+def test_each_notebook_the_smoke_run_lacks_opens_alone_on_published_results(out_root):
+    """Every notebook of notebooks/ (the list is the folder's, not a profile's) that the smoke
+    run above does not cover (section 07: the study's alone) runs top to bottom with its own
+    defaults where no pipeline has finished (a fresh clone), reads the first published profile
+    that has its section and says so in its first output."""
+    import papermill as pm
+
+    smoke = {spec.notebook for spec in load_config(profile="smoke").sections.values()}
+    alone = sorted(p.name for p in paths.NOTEBOOKS.glob("*.ipynb") if p.name not in smoke)
+    assert alone, "every notebook is a smoke section: nothing runs here"
+    assert paths.last_profile() is None
+    for name in alone:
+        pm.execute_notebook(str(paths.NOTEBOOKS / name), str(out_root / name),
+                            kernel_name="python3", progress_bar=False, cwd=str(paths.NOTEBOOKS))
+        cells = nbformat.read(out_root / name, as_version=4).cells
+        first = next(o.get("text", "") for c in cells if c.cell_type == "code"
+                     for o in c.outputs if o.get("name") == "stdout")
+        assert first.startswith("profile ") and "(published)" in first, (name, first)
