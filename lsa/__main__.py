@@ -25,6 +25,7 @@
     python -m lsa bench    misalign [--quick | --shape S] cost of CE + SCE vs CE only
     python -m lsa bench    jobs [--profile P]           job throughput at 1 and 2 threads
     python -m lsa bench    notebooks [--only 01,03]     each notebook run alone, timed
+    python -m lsa bench    pins [--profile P]           pinned CPU kernels: cost and drift
     python -m lsa timings  [--profile P]                where a profile's time went
     python -m lsa compare  [--profile P]                a reproduce's claims beside the
                                                         published snapshot's, claim by claim
@@ -358,6 +359,10 @@ def _bench(args) -> int:
         from lsa.throughput import main as jobs_main
 
         return jobs_main(args)
+    if args.what == "pins":
+        from lsa.pins import main as pins_main
+
+        return pins_main(args)
     if args.what == "notebooks":
         from lsa.readers import main as readers_main
 
@@ -618,13 +623,15 @@ def main(argv: list[str] | None = None) -> int:
     p = command(sub, "bench", help="measure the regularizer's cost (misalign), the jobs' "
                        "throughput by thread count (jobs) or how long each notebook run alone "
                        "takes (notebooks)")
-    p.add_argument("what", choices=["misalign", "jobs", "notebooks"])
+    p.add_argument("what", choices=["misalign", "jobs", "notebooks", "pins"])
     p.add_argument("--only", help="notebooks: a comma-separated subset by number (01,03)")
     p.add_argument("--profile", choices=PROFILES, help="jobs: the shapes of this profile "
                    "(default mini)")
     p.add_argument("--kinds", help="jobs: a comma-separated subset of the kinds")
     p.add_argument("--seconds", type=float, default=10.0,
                    help="jobs: seconds of work per setting")
+    p.add_argument("--steps", type=int, default=50,
+                   help="pins: units per kind and kernel configuration")
     p.add_argument("--threads", type=int, help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--quick", action="store_true", help="tiny shapes (tests)")

@@ -17,6 +17,8 @@ process really runs:
   the others. SciPy's distribution functions call libm; under ``NO_FMA`` one published number
   moved in its last bit (a p of the study), no claim's text: measured once (docs/methods.md,
   "Any machine"), not held by a test.
+- ``PIN_CANDIDATES``: torch's kernels pinned for training, measured (``python -m lsa bench
+  pins``), not applied: the runs are one CPU family's draw until a pin is chosen.
 - ``report()``: NumPy's dispatched SIMD targets, OpenBLAS's core, torch's ATen capability and
   the settings above as the process's environment has them: what ``stamp.json`` records of a
   machine's kernels.
@@ -34,6 +36,17 @@ LOWEST: dict[str, str] = {
     "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
     "OPENBLAS_CORETYPE": "Prescott",
     "ATEN_CPU_CAPABILITY": "default",
+}
+#: torch's kernels pinned at a level every AVX2 CPU has, the candidates ``python -m lsa bench
+#: pins`` measures (lsa/pins.py): ATen's AVX2 kernels and oneDNN's AVX2 ISA cap, with MKL's
+#: conditional numerical reproducibility at its AVX2 branch (honoured on Intel CPUs only) or at
+#: ``COMPATIBLE`` (its generic code, which an AMD CPU also honours); and everything lowest
+PIN_CANDIDATES: dict[str, dict[str, str]] = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"},
+    "avx2-compatible": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                        "MKL_CBWR": "COMPATIBLE"},
+    "lowest": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
+               "MKL_CBWR": "COMPATIBLE"},
 }
 #: glibc's libm as a CPU without FMA runs it (see the module's docstring)
 NO_FMA: dict[str, str] = {"GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F,-AVX"}

@@ -35,8 +35,9 @@ KINDS = ("base", "finetune", "babilong", "evaluation", "synthetic")
 SETTINGS = ("alone_1t", "alone_2t", "pair_1t")
 
 
-def unit(profile: str, kind: str) -> Callable[[], None]:
-    """One unit of ``kind``'s work at ``profile``'s shapes (see the module docstring)."""
+def unit(profile: str, kind: str) -> Callable[[], float | None]:
+    """One unit of ``kind``'s work at ``profile``'s shapes (see the module docstring); a
+    training unit returns its loss."""
     import torch
 
     from lsa.config import load_config
@@ -91,10 +92,12 @@ def unit(profile: str, kind: str) -> Callable[[], None]:
     l_extra = objective.l_train // 2
     tokens = torch.randint(0, vocab, (batch, objective.l_train + l_extra), generator=gen)
 
-    def step() -> None:
-        compute_loss(model, tokens, l_extra, objective)["loss"].backward()
+    def step() -> float:
+        loss = compute_loss(model, tokens, l_extra, objective)["loss"]
+        loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        return float(loss)
 
     return step
 

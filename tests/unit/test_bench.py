@@ -1,6 +1,7 @@
 """The regularizer's cost benchmark (lsa/bench.py)."""
 
 import json
+import math
 
 import pytest
 
@@ -71,3 +72,12 @@ def test_bench_jobs_ratios_and_the_choice_they_make():
     assert best_threads({"speedup_2t": 1.95, "pair": 1.9}) == 2
 
 
+
+
+def test_the_pins_drift_is_the_first_step_differing_in_any_bit():
+    from lsa.pins import drift
+
+    ref = [2.5.hex(), 2.25.hex(), 2.0.hex()]
+    assert drift(ref, ref) == (None, 0.0)
+    moved = [2.5.hex(), math.nextafter(2.25, 3).hex(), 2.125.hex()]
+    assert drift(ref, moved) == (1, 0.125)
