@@ -4,7 +4,11 @@ the working tree under a folder with a space (the environment outside it, as lsa
 advises), and its runs (metrics, summaries, logs), each section's ``metrics.json`` (timings
 and the repository's location aside) and its claims files (byte for byte) equal those of the
 local smoke run (``smoke_pipeline``: the one ``make test`` leaves in results/smoke, else made
-here).
+here). Snakemake runs from this environment's interpreter, or, where that one's path holds a
+space (a checkout at such a path and its .venv, which the check before ``sbatch`` rightly
+refuses), from one of this environment made at a path without a space, as the refusal tells a
+user to do (``submitting_interpreter``); the refusal itself is checked in
+tests/e2e/long/test_cluster_processes.py.
 
 It starts and stops daemons, so it runs only under ``make test-cluster``, which sets
 ``LSA_REQUIRE_SLURM``; there a machine that cannot install or start SLURM fails it. Without
@@ -21,7 +25,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import ROOT, copy_working_tree, outputs, run, tool
+from support import ROOT, copy_working_tree, outputs, run
+from support.cluster import submitting_interpreter
 
 REQUIRE = "LSA_REQUIRE_SLURM"
 # skipped at collection, before the session's smoke run is made for it
@@ -69,8 +74,10 @@ def test_the_smoke_profile_through_slurm_gives_the_local_results(slurm, smoke_pi
     if (ROOT / "data" / "books").exists():  # the fetched corpus, as `lsa fetch books` gives it
         shutil.copytree(ROOT / "data" / "books", clone / "data" / "books")
     env = {"PYTHONPATH": str(clone)}  # the copy's lsa, in the jobs too (sbatch exports it)
-    out = run([tool("snakemake"), "--profile", "profiles/slurm", "--config", "profile=smoke",
-               "--slurm-status-command", "squeue"], cwd=clone, env=env, timeout=3 * 3600)
+    python = submitting_interpreter(tmp_path)  # outside the copy, as the refusal advises
+    out = run([python, "-m", "snakemake", "--profile", "profiles/slurm", "--config",
+               "profile=smoke", "--slurm-status-command", "squeue"], cwd=clone, env=env,
+              timeout=3 * 3600)
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-6000:]
 

@@ -1,8 +1,13 @@
 """What the cluster tests share: whether the SLURM plugin is installed, a stand-in `scontrol
-show config`, the resources a dry run shows per rule, a multi-process configuration."""
+show config`, the resources a dry run shows per rule, a multi-process configuration, this
+environment's interpreter at a path of the test's choosing."""
 
 import importlib.util
 import re
+import sys
+from pathlib import Path
+
+from lsa.cluster import interpreter_problem
 
 HAS_SLURM_PLUGIN = importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None
 
@@ -31,3 +36,25 @@ MinJobAge               = 3600 sec
 MULTI = {"profile": "paper", "profiles": {"paper": {"finetune": {"runs": [
     {"name": "clex4k_a0_s0", "method": "clex", "alpha": 0.0, "l_train": 4096, "processes": 4},
     {"name": "clex4k_a0.1_s0", "method": "clex", "alpha": 0.1, "l_train": 4096}]}}}}
+
+
+def interpreter_at(link: Path) -> str:
+    """This environment's interpreter through ``link``, a symlink to the environment made
+    there: the same Python, packages and data files (nbconvert's templates in share/jupyter,
+    which the report rule reads) at a path of the test's choosing, with a space or without one,
+    for the cluster route's check of the interpreter's path (lsa/cluster.py)."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(sys.prefix, target_is_directory=True)
+    return str(link / Path(sys.executable).relative_to(sys.prefix))
+
+
+def submitting_interpreter(folder: Path) -> str:
+    """An interpreter the cluster route submits jobs from: this one, else, where its path holds
+    a space (a checkout at such a path and its .venv), this environment through a symlink at
+    ``folder``/env, which must lie outside the checkout at a path without a space (what the
+    refusal, lsa/cluster.py, tells a user to do)."""
+    if interpreter_problem("slurm", sys.executable) is None:
+        return sys.executable
+    python = interpreter_at(folder / "env")
+    assert interpreter_problem("slurm", python) is None, f"{folder} holds a space too"
+    return python

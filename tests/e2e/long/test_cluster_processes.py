@@ -4,32 +4,16 @@ fine-tuning job through ``accelerate launch``. The dry runs and checks before su
 tests/workflow/test_cluster.py."""
 
 import json
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 from support import ROOT, copy_working_tree, run
-from support.cluster import HAS_SLURM_PLUGIN, SHOW_CONFIG
+from support.cluster import HAS_SLURM_PLUGIN, SHOW_CONFIG, interpreter_at, submitting_interpreter
 
 from lsa import devices
 from lsa.config import load_config
 from lsa.runs import runs_of
-
-
-def spaced_interpreter(folder: Path) -> Path:
-    """A Python at a path with a space that imports this environment's packages (a venv of the
-    base interpreter whose site-packages adds this one's)."""
-    import site
-
-    venv = folder / "an env with a space"
-    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    own = run([str(python), "-c", "import site; print(site.getsitepackages()[0])"]).stdout
-    Path(own.strip(), "lsa_test_env.pth").write_text(
-        f"import site; site.addsitedir({site.getsitepackages()[0]!r})\n")
-    return python
 
 
 @pytest.mark.skipif(not HAS_SLURM_PLUGIN, reason="snakemake-executor-plugin-slurm is not "
@@ -37,7 +21,8 @@ def spaced_interpreter(folder: Path) -> Path:
 def test_nothing_is_submitted_from_an_interpreter_at_a_path_with_a_space(tmp_path):
     """`snakemake --profile profiles/slurm` with a stand-in sbatch on PATH (it records its calls
     and fails), scontrol and sacct (a cluster without accounting): from an interpreter at a
-    path with a space it stops with one line before any sbatch; from this one it submits."""
+    path with a space it stops with one line before any sbatch; from this one (one outside
+    the checkout where this one's path holds a space: `submitting_interpreter`) it submits."""
     clone, bin_ = tmp_path / "lsa", tmp_path / "bin"
     clone.mkdir()
     bin_.mkdir()
@@ -54,21 +39,23 @@ def test_nothing_is_submitted_from_an_interpreter_at_a_path_with_a_space(tmp_pat
     env = {"PATH": f"{bin_}:/usr/bin:/bin", "PYTHONPATH": str(clone)}
     cmd = ["-m", "snakemake", "--profile", "profiles/slurm", "--config", "profile=smoke"]
 
-    out = run([str(spaced_interpreter(tmp_path)), *cmd, "--slurm-status-command", "squeue"],
-              cwd=clone, env=env)
+    spaced = interpreter_at(tmp_path / "an env with a space")
+    out = run([spaced, *cmd, "--slurm-status-command", "squeue"], cwd=clone, env=env)
     assert out.returncode == 1 and not calls.exists()
     (line,) = [x for x in out.stderr.splitlines() if x.startswith("lsa: no job was submitted")]
     assert "holds a space" in line and "path without a space" in line and "; and " not in line
     assert "Job 0 has been submitted" not in out.stdout + out.stderr
     # without accounting, sacct (the plugin's default where it is installed) sees no job end
-    out = run([sys.executable, *cmd, "--slurm-status-command", "sacct"], cwd=clone, env=env)
+    python = submitting_interpreter(tmp_path)
+    out = run([python, *cmd, "--slurm-status-command", "sacct"], cwd=clone, env=env)
     assert out.returncode == 1 and not calls.exists()
     assert "add --slurm-status-command squeue" in out.stderr
-    # the same workflow from this interpreter reaches sbatch (which fails here)
-    out = run([sys.executable, *cmd, "--slurm-status-command", "squeue"], cwd=clone, env=env)
+    # the same workflow from an interpreter at a path without a space reaches sbatch (which
+    # fails here)
+    out = run([python, *cmd, "--slurm-status-command", "squeue"], cwd=clone, env=env)
     assert out.returncode == 1 and "lsa: no job was submitted" not in out.stderr
     submitted = calls.read_text().splitlines()
-    assert submitted and all(" -p cpu " in c and f" --wrap={sys.executable} -m snakemake " in c
+    assert submitted and all(" -p cpu " in c and f" --wrap={python} -m snakemake " in c
                              and " -A " not in c for c in submitted)  # no placeholder account
 
 
