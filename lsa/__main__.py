@@ -26,6 +26,7 @@
     python -m lsa bench    jobs [--profile P]           job throughput at 1 and 2 threads
     python -m lsa bench    notebooks [--only 01,03]     each notebook run alone, timed
     python -m lsa bench    pins [--profile P]           pinned CPU kernels: cost and drift
+    python -m lsa bench    real-lm [--windows 512,1024]  SmolLM2-135M's fine-tuning cost here
     python -m lsa timings  [--profile P]                where a profile's time went
     python -m lsa compare  [--profile P]                a reproduce's claims beside the
                                                         published snapshot's, claim by claim
@@ -359,6 +360,10 @@ def _bench(args) -> int:
         from lsa.throughput import main as jobs_main
 
         return jobs_main(args)
+    if args.what == "real-lm":
+        from lsa.reallm import main as reallm_main
+
+        return reallm_main(args)
     if args.what == "pins":
         from lsa.pins import main as pins_main
 
@@ -623,15 +628,23 @@ def main(argv: list[str] | None = None) -> int:
     p = command(sub, "bench", help="measure the regularizer's cost (misalign), the jobs' "
                        "throughput by thread count (jobs) or how long each notebook run alone "
                        "takes (notebooks)")
-    p.add_argument("what", choices=["misalign", "jobs", "notebooks", "pins"])
+    p.add_argument("what", choices=["misalign", "jobs", "notebooks", "pins", "real-lm"])
     p.add_argument("--only", help="notebooks: a comma-separated subset by number (01,03)")
     p.add_argument("--profile", choices=PROFILES, help="jobs: the shapes of this profile "
                    "(default mini)")
     p.add_argument("--kinds", help="jobs: a comma-separated subset of the kinds")
     p.add_argument("--seconds", type=float, default=10.0,
                    help="jobs: seconds of work per setting")
-    p.add_argument("--steps", type=int, default=50,
-                   help="pins: units per kind and kernel configuration")
+    p.add_argument("--steps", type=int, default=None,
+                   help="pins: units per kind and kernel configuration (default 50); real-lm: "
+                        "timed steps per cell (default 2)")
+    p.add_argument("--model", choices=["smollm2", "scratch"],
+                   help="real-lm: SmolLM2-135M from its wheel (default) or a scratch stand-in")
+    p.add_argument("--windows", help="real-lm: fine-tuning windows (default 512,1024,2048)")
+    p.add_argument("--window", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--mode", choices=["full", "lora"], help=argparse.SUPPRESS)
+    p.add_argument("--objective", help=argparse.SUPPRESS)
+    p.add_argument("--lengths", help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--quick", action="store_true", help="tiny shapes (tests)")

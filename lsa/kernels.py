@@ -50,6 +50,8 @@ PIN_CANDIDATES: dict[str, dict[str, str]] = {
 }
 #: glibc's libm as a CPU without FMA runs it (see the module's docstring)
 NO_FMA: dict[str, str] = {"GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F,-AVX"}
+#: every setting above, as ``report`` records them
+SETTINGS = sorted({*LOWEST, *NO_FMA, *(k for pin in PIN_CANDIDATES.values() for k in pin)})
 
 
 def numpy_targets() -> list[str]:
@@ -71,13 +73,13 @@ def openblas_cores() -> list[str]:
 def report(torch: bool = True) -> dict[str, Any]:
     """The kernels this process runs: NumPy's SIMD targets, OpenBLAS's cores (after NumPy and
     SciPy's linear algebra are loaded), torch's ATen capability (``torch``: import it; it
-    costs a few seconds) and the settings of ``LOWEST`` as this process's environment has
+    costs a few seconds) and every setting of ``SETTINGS`` as this process's environment has
     them."""
     import numpy  # noqa: F401  (loads its OpenBLAS)
     import scipy.linalg  # noqa: F401  (loads SciPy's)
 
     out: dict[str, Any] = {"numpy_targets": numpy_targets(), "openblas": openblas_cores(),
-                           "settings": {k: os.environ.get(k) for k in {**LOWEST, **NO_FMA}}}
+                           "settings": {k: os.environ.get(k) for k in SETTINGS}}
     if torch or "torch" in sys.modules:
         import torch as _torch
 

@@ -118,15 +118,16 @@ def main(args) -> int:
     kinds = tuple(args.kinds.split(",")) if args.kinds else ("base", "finetune", "evaluation")
     profile = args.profile or "mini"
     if args.child:
-        return child(profile, kinds[0], args.threads or 1, args.steps)
+        return child(profile, kinds[0], args.threads or 1, args.steps or 50)
     from lsa import paths
     from lsa.files import atomic_write_text, device_info, write_json
 
-    result = measure(profile, kinds, args.steps)
+    steps = args.steps or 50
+    result = measure(profile, kinds, steps)
     out = paths.output_root() / "results" / "bench" / f"pins-{profile}.json"
-    write_json(out, {"profile": profile, "steps": args.steps, "configurations": result,
+    write_json(out, {"profile": profile, "steps": steps, "configurations": result,
                      "device": device_info(), "kernels": kernels.report()})
-    text = markdown(profile, result, args.steps, kinds)
+    text = markdown(profile, result, steps, kinds)
     atomic_write_text(out.with_suffix(".md"), text)
     print(text)
     print(f"written to {out} and {out.with_suffix('.md')}")

