@@ -509,3 +509,24 @@ def test_runs_pair_by_base_and_seed_and_the_interval_follows_the_bases():
     assert one.interval() == pytest.approx((ci.mean, ci.low, ci.high, 2))
     by_seed = paired_by_base(pd.Series([3.0, 5.0], index=[0, 1]), pd.Series([1.0, 1.0]))
     assert by_seed.interval()[0] == pytest.approx(3.0) and by_seed.bases == 1
+
+
+def test_bca_ends_are_scipys_bca_to_rounding_on_untied_data():
+    """The BCa ends computed from scipy's resamples in a fixed order are scipy's own BCa
+    interval (same seed, same resamples) to rounding, where no resampled correlation can equal
+    the estimate (continuous data: BCa's bias correction counts the same resamples)."""
+    import warnings
+
+    from scipy import stats as sp
+
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=25)
+    y = 0.5 * x + rng.normal(size=25)
+    r, ours = stats.correlation_interval(x, y, "pearson", n_resamples=999, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = sp.bootstrap((x, y), stats.pearson, paired=True, vectorized=False,
+                              n_resamples=999, method="BCa",
+                              random_state=np.random.default_rng(4)).confidence_interval
+    assert ours.low == pytest.approx(theirs.low, rel=1e-12)
+    assert ours.high == pytest.approx(theirs.high, rel=1e-12)
