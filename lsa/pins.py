@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from lsa import kernels
+from lsa.throughput import child_result
 
 #: the kernel configurations compared: the machine's own, then the candidate pins
 CONFIGURATIONS: dict[str, dict[str, str]] = {"native": {}, **kernels.PIN_CANDIDATES}
@@ -67,11 +68,9 @@ def measure(profile: str, kinds: tuple[str, ...], steps: int, threads: int = 1
     for name, env in CONFIGURATIONS.items():
         record: dict[str, Any] = {"env": env, "mkl_branch": _mkl_branch(env)}
         for kind in kinds:
-            argv = [sys.executable, "-m", "lsa", "bench", "pins", "--child", "--profile",
-                    profile, "--kinds", kind, "--steps", str(steps), "--threads", str(threads)]
-            done = subprocess.run(argv, capture_output=True, text=True, check=True,
-                                  env={**os.environ, **env, "OMP_NUM_THREADS": str(threads)})
-            record[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+            record[kind] = child_result("pins", ["--profile", profile, "--kinds", kind,
+                                                 "--steps", str(steps), "--threads",
+                                                 str(threads)], threads, env)
         out[name] = record
     native = out["native"]
     for record in out.values():

@@ -21,8 +21,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -106,29 +104,23 @@ def eval_child(model_name: str, lengths: list[int]) -> dict:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _child(args: list[str], threads: int) -> dict:
-    argv = [sys.executable, "-m", "lsa", "bench", "real-lm", "--child", *args]
-    done = subprocess.run(argv, capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": str(threads)})
-    if done.returncode:
-        raise RuntimeError(f"bench real-lm {' '.join(args)} failed: {done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def measure(model: str, windows: list[int], steps: int, threads: int,
             progress: bool = True) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
+    from lsa.throughput import child_result
+
     cells = [(w, m, o) for w in windows for m in MODES for o in OBJECTIVES]
     train = []
     for window, mode, objective in tqdm(cells, desc="bench real-lm", disable=not progress):
-        found = _child(["--model", model, "--window", str(window), "--mode", mode,
-                        "--objective", objective, "--steps", str(steps),
-                        "--threads", str(threads)], threads)
+        found = child_result("real-lm", ["--model", model, "--window", str(window), "--mode",
+                                         mode, "--objective", objective, "--steps",
+                                         str(steps), "--threads", str(threads)], threads)
         train.append({"window": window, "mode": mode, "objective": objective, **found})
     lengths = sorted({m * w for w in windows for m in (1, 2, 4)})
-    evaluation = _child(["--model", model, "--lengths", ",".join(map(str, lengths)),
-                         "--threads", str(threads)], threads)
+    evaluation = child_result("real-lm", ["--model", model, "--lengths",
+                                          ",".join(map(str, lengths)), "--threads",
+                                          str(threads)], threads)
     return {"train": train, "evaluation": evaluation}
 
 
