@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from lsa import files, paths
+from lsa import files, paths, published
 
 #: the numbers of a claim whose moves are measured (its estimate and interval)
 NUMBERS_COMPARED = ("estimate", "low", "high")
@@ -102,25 +102,25 @@ def compare(ours: pd.DataFrame, theirs: pd.DataFrame, default: float | None = No
     per_claim = per_claim or {}
     mine = ours.set_index("id")
     rows = []
-    for _, published in theirs.iterrows():
-        key = published["id"]
+    for _, there in theirs.iterrows():
+        key = there["id"]
         tolerance = per_claim.get(key, default)
         if key not in mine.index:
-            rows.append({"id": key, "published": published["verdict"], "here": "",
+            rows.append({"id": key, "published": there["verdict"], "here": "",
                          "move": math.nan, "tolerance": tolerance, "status": "only published"})
             continue
         here = mine.loc[key]
-        move = largest_move(here, published)
-        if here["verdict"] != published["verdict"]:
+        move = largest_move(here, there)
+        if here["verdict"] != there["verdict"]:
             status = "verdict moved"
-        elif move == 0 and all(here.get(c, "") == published.get(c, "")
+        elif move == 0 and all(here.get(c, "") == there.get(c, "")
                                for c in TEXT_COMPARED):
             status = "identical"
         elif tolerance is not None and move <= tolerance:
             status = "moved within tolerance"
         else:
             status = "moved beyond tolerance"
-        rows.append({"id": key, "published": published["verdict"], "here": here["verdict"],
+        rows.append({"id": key, "published": there["verdict"], "here": here["verdict"],
                      "move": move, "tolerance": tolerance, "status": status})
     for key in mine.index.difference(theirs["id"], sort=False):
         rows.append({"id": key, "published": "", "here": mine.loc[key, "verdict"],
@@ -142,7 +142,7 @@ def summary_line(profile: str, table: pd.DataFrame, stated: bool) -> str:
 def compare_profile(profile: str, sections: list[str]) -> tuple[pd.DataFrame, str] | None:
     """The comparison of ``profile``'s reproduce with its published snapshot and its summary
     line, or None where the profile is not published."""
-    snapshot = paths.ROOT / "docs" / "results" / profile
+    snapshot = published.folder(profile)
     if not (snapshot / "claims.csv").exists():
         return None
     stamp = files.read_json(snapshot / "stamp.json") if (snapshot / "stamp.json").exists() \

@@ -202,11 +202,10 @@ def section_profile(section: str, profile: str, why: str) -> tuple[str, str]:
     having = [p for p in PROFILES if section in load_config(profile=p).sections]
     if not having:
         raise ConfigError(f"section {section!r}: no profile of config/config.yaml has it")
-    chosen = next((p for p in having if (published.folder(p) / "claims.csv").exists()),
-                  having[0])
-    published_note = " (published)" if (published.folder(chosen) / "claims.csv").exists() else ""
+    out = [p for p in having if (published.folder(p) / "claims.csv").exists()]
+    chosen = (out or having)[0]
     return chosen, (f"{profile} ({why}) has no section {section}; {chosen} is the first "
-                    f"profile that has it{published_note}")
+                    f"profile that has it{' (published)' if out else ''}")
 
 
 def open_section(section: str, *, profile: str | None = None, config_file: str | None = None,

@@ -66,7 +66,7 @@ def measured_row(metrics: dict[str, Any], l_train: int) -> dict[str, Any]:
     # the stored NLL, token-weighted, read as it is: a logarithm of the perplexity taken again
     # would round differently where numpy's log is vectorised for the CPU (AVX512) or not
     row["nll_long"] = long_nll / long_tokens if long_tokens else math.nan
-    row["ppl_long"] = math.exp(row["nll_long"]) if long_tokens else math.nan
+    row["ppl_long"] = math.exp(row["nll_long"])  # NaN without long windows
     longest = max(int(k) for k in metrics["perplexity"]) // l_train
     row["ppl_growth"] = row[f"ppl_{longest}x"] / row["ppl_1x"]  # longest window / 1x
     # runs from before the paper's positions hold one value, over every overlap position
