@@ -187,6 +187,9 @@ def device_info() -> dict[str, Any]:
         # and the difference grows over thousands of training steps
         info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         info["cuda"] = torch.cuda.is_available()
+        from lsa import kernels
+
+        info["kernel_pin"] = kernels.pins()
         if info["cuda"]:
             info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     except ImportError:

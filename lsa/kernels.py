@@ -18,7 +18,12 @@ process really runs:
   moved in its last bit (a p of the study), no claim's text: measured once (docs/methods.md,
   "Any machine"), not held by a test.
 - ``PIN_CANDIDATES``: torch's kernels pinned for training, measured (``python -m lsa bench
-  pins``), not applied: the runs are one CPU family's draw until a pin is chosen.
+  pins``, docs/bench/pins-mini.md).
+- ``PIN`` and ``pin()``: the candidate applied. Importing ``lsa`` pins every process (and the
+  processes it starts, through the environment) to ``PIN`` on any x86-64 CPU with AVX2 and
+  FMA, before torch has chosen its kernels: on the two AMD CPUs measured, an AVX512 machine
+  then trains the AVX2 machine's runs bit for bit, at 0.96x-1.07x the time per unit. A
+  setting the user made is kept; ``LSA_KERNELS=native`` pins nothing.
 - ``report()``: NumPy's dispatched SIMD targets, OpenBLAS's core, torch's ATen capability and
   the settings above as the process's environment has them: what ``stamp.json`` records of a
   machine's kernels.
@@ -48,10 +53,64 @@ PIN_CANDIDATES: dict[str, dict[str, str]] = {
     "lowest": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
                "MKL_CBWR": "COMPATIBLE"},
 }
+#: the pin every process of lsa runs under (``pin``)
+PIN: dict[str, str] = PIN_CANDIDATES["avx2"]
+#: the environment variable that turns the pin off (``LSA_KERNELS=native``)
+OPT_OUT = "LSA_KERNELS"
 #: glibc's libm as a CPU without FMA runs it (see the module's docstring)
 NO_FMA: dict[str, str] = {"GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F,-AVX"}
 #: every setting above, as ``report`` records them
 SETTINGS = sorted({*LOWEST, *NO_FMA, *(k for pin in PIN_CANDIDATES.values() for k in pin)})
+
+
+def pinnable() -> bool:
+    """Whether this CPU runs ``PIN``'s kernels: x86-64 with AVX2 and FMA (torch does not check
+    a capability it is told to use, and would stop on an illegal instruction)."""
+    from numpy._core._multiarray_umath import __cpu_features__
+
+    return bool(__cpu_features__.get("AVX2") and __cpu_features__.get("FMA3"))
+
+
+def pin(environ: Any = None) -> dict[str, str]:
+    """Set ``PIN`` in ``environ`` (this process's environment by default) where nothing set it
+    yet, on a CPU that runs it, unless ``LSA_KERNELS=native``; returns what it set. Torch reads
+    ``ATEN_CPU_CAPABILITY`` at its first CPU kernel and oneDNN and MKL theirs at their first
+    call, so the pin holds wherever ``lsa`` is imported before any tensor is computed (every
+    ``python -m lsa``, notebook and test does), and in every process started from there."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(OPT_OUT, "")
+    if value not in ("", "native", "pinned"):
+        raise ValueError(f"{OPT_OUT}={value!r}: expected 'pinned' (the default) or 'native'")
+    if value == "native" or not pinnable():
+        return {}
+    added = {k: v for k, v in PIN.items() if k not in environ}
+    environ.update(added)
+    return added
+
+
+def environment(settings: dict[str, str]) -> dict[str, str]:
+    """This process's environment with exactly ``settings`` choosing torch's kernels: the
+    pin's own settings taken out and ``LSA_KERNELS=native`` (what a measuring process started
+    under another configuration, or the machine's own, needs: this process is pinned)."""
+    return {**{k: v for k, v in os.environ.items() if k not in PIN}, OPT_OUT: "native",
+            **settings}
+
+
+def pins() -> dict[str, Any]:
+    """The kernel pin this process runs under, as ``stamp.json`` and ``run_info.json`` record
+    it apart from the machine: ``PIN``'s settings as the environment has them and whether
+    they are ``PIN`` (``pinned``), the user's (``user``) or unset (``native``); ``late`` where
+    torch chose other kernels before the pin was set (a tensor computed before ``import lsa``).
+    With torch loaded, its ATen capability too."""
+    settings = {k: os.environ.get(k) for k in PIN}
+    state = ("pinned" if settings == PIN else "native" if not any(settings.values())
+             else "user")
+    out: dict[str, Any] = {"state": state, "settings": settings}
+    if "torch" in sys.modules:
+        out["aten"] = sys.modules["torch"].backends.cpu.get_cpu_capability()
+        if state == "pinned" and out["aten"] != "AVX2":
+            out["state"] = "late"
+    return out
 
 
 def numpy_targets() -> list[str]:

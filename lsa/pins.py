@@ -1,17 +1,18 @@
-"""``python -m lsa bench pins``: what pinning torch's CPU kernels would cost and change, measured
-before deciding to pin them (issue 73, item 2).
+"""``python -m lsa bench pins``: what pinning torch's CPU kernels costs and changes, measured
+before deciding to pin them (issue 73, item 2), each configuration (the machine's own, the
+pins) in processes that run exactly it (``lsa.kernels.environment``).
 
 A run trained on an AVX2 CPU drifts from one trained on an AVX512 CPU after a few steps: ATen's
 vectorised kernels and MKL's GEMM pick other code paths, which round otherwise. Pinning them at
-every process's start (``lsa.kernels.PINS``) would make the paths the same on every CPU that has
-them, at a cost. This measures, at a profile's shapes, for each kernel configuration of
-``CONFIGURATIONS``: the seconds per unit of each job kind (``lsa.throughput.unit``: a base
-step, a fine-tuning step with the regularizer, an evaluation forward pass), one process at a
-time at the threads a pipeline job uses; and, for the training kinds, the losses of ``steps``
-steps from one seed, compared bit for bit with the machine's own kernels (the first step that
-differs, and the difference at the last). It also reports which MKL numerical-reproducibility
-branch MKL accepted (``MKL_VERBOSE``'s ``CNR:``): on an AMD CPU it takes ``COMPATIBLE`` and
-reports any other branch as ``AUTO`` (not pinned).
+every process's start (``lsa.kernels.PIN``, applied since this measurement) makes the paths the
+same on every CPU that has them, at a cost. This measures, at a profile's shapes, for each kernel
+configuration of ``CONFIGURATIONS``: the seconds per unit of each job kind
+(``lsa.throughput.unit``: a base step, a fine-tuning step with the regularizer, an evaluation
+forward pass), one process at a time at the threads a pipeline job uses; and, for the training
+kinds, the losses of ``steps`` steps from one seed, compared bit for bit with the machine's own
+kernels (the first step that differs, and the difference at the last). It also reports which MKL
+numerical-reproducibility branch MKL accepted (``MKL_VERBOSE``'s ``CNR:``): on an AMD CPU it takes
+``COMPATIBLE`` and reports any other branch as ``AUTO`` (not pinned).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _mkl_branch(env: dict[str, str]) -> str:
     """The reproducibility branch MKL reports for one GEMM under ``env`` (``CNR:...``)."""
     code = "import torch; a = torch.randn(64, 64); a @ a"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, **env, "MKL_VERBOSE": "1"})
+                         env={**kernels.environment(env), "MKL_VERBOSE": "1"})
     found = re.search(r"CNR:(\S+)", out.stdout + out.stderr)
     return found.group(1) if found else "?"
 
@@ -70,7 +71,8 @@ def measure(profile: str, kinds: tuple[str, ...], steps: int, threads: int = 1
         for kind in kinds:
             record[kind] = child_result("pins", ["--profile", profile, "--kinds", kind,
                                                  "--steps", str(steps), "--threads",
-                                                 str(threads)], threads, env)
+                                                 str(threads)], threads,
+                                         kernels.environment(env))
         out[name] = record
     native = out["native"]
     for record in out.values():

@@ -99,8 +99,9 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     # the environment publishing it stands in, marked so
     packages = reproduce.pop("packages", None)
     plan = runs_of(pipe)
+    read = published.read_runs(pipe, plan)
     stamp = {"profile": profile, "commit": _run_commit(profile) or files.git_commit(),
-             "run_commits": run_commits(published.read_runs(pipe, plan)),
+             "run_commits": run_commits(read), "run_kernels": run_kernels(read),
              "published_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
              "reproduce": reproduce, "machine": machine(),
              "packages": packages or files.installed_versions(),
@@ -212,19 +213,38 @@ def study_results_markdown(root: Path, stamp: dict[str, Any]) -> str:
         (root / "claims.md").read_text().strip(), ""]) + "\n"
 
 
+def _counted(runs, read) -> list[tuple[str, int]]:
+    """``read(run_info)`` of each finished run ('unknown' where unreadable or unrecorded), with
+    how many runs gave it, most first."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        try:
+            value = read(files.read_json(run.folder / "run_info.json"))
+        except (OSError, ValueError):
+            value = None
+        counts[value or "unknown"] = counts.get(value or "unknown", 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
 def run_commits(runs) -> list[dict[str, Any]]:
     """The commits that made ``runs`` (each finished run's ``run_info.json``), with how many
     runs each made, most first: a snapshot's runs can come from several (a resumed
     ``make reproduce``, runs reused from an earlier one), and its notebooks from another."""
-    counts: dict[str, int] = {}
-    for run in runs:
-        try:
-            commit = files.read_json(run.folder / "run_info.json").get("git_commit")
-        except (OSError, ValueError):
-            commit = None
-        counts[commit or "unknown"] = counts.get(commit or "unknown", 0) + 1
-    return [{"commit": c, "runs": n}
-            for c, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    return [{"commit": c, "runs": n} for c, n in _counted(runs, lambda i: i.get("git_commit"))]
+
+
+def run_kernels(runs) -> list[dict[str, Any]]:
+    """The CPU kernels torch ran ``runs`` on (each run's ``run_info.json``: its ATen capability
+    and the kernel pin, ``lsa.kernels.pins``), with how many runs each, most first; a run made
+    before the pin was recorded counts as ``native`` (nothing pinned it then)."""
+    def read(info: dict[str, Any]) -> str | None:
+        device = info.get("device") or {}
+        if not device.get("cpu_capability"):
+            return None
+        return (f"{device['cpu_capability']} "
+                f"({(device.get('kernel_pin') or {}).get('state', 'native')})")
+
+    return [{"kernels": k, "runs": n} for k, n in _counted(runs, read)]
 
 
 def provenance(stamp: dict[str, Any]) -> str:
@@ -336,6 +356,9 @@ def _stamp_markdown(stamp: dict[str, Any], profile: str, run_ids: set[str] | Non
              f"- machine: {mach.get('platform')}, {mach.get('cpu_count')} CPUs, "
              f"{mach.get('memory_gib', '?')} GiB, CPU kernels: "
              f"{mach.get('cpu_capability', '?')}, CUDA: {mach.get('cuda')}",
+             "- the runs' CPU kernels (torch's capability and the kernel pin, lsa.kernels): "
+             + (", ".join(f"{r['kernels']}: {r['runs']} runs" for r in stamp["run_kernels"])
+                if stamp.get("run_kernels") else "not recorded"),
              f"- `make reproduce` wall time (the makespan): {rep['wall_s'] / 60:.1f} min "
              f"({rep.get('cores', '?')} cores)"
              + (f"; floor {bound['floor_s'] / 60:.1f} min (the core time the jobs held over "

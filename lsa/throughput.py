@@ -124,11 +124,12 @@ def child(profile: str, kind: str, threads: int, seconds: float) -> int:
 def child_result(what: str, args: list[str], threads: int,
                  env: dict[str, str] | None = None) -> dict[str, Any]:
     """What one measuring process of ``python -m lsa bench WHAT --child ARGS`` printed last (a
-    JSON object), run alone with OpenMP told its ``threads`` and ``env`` on top of this
-    process's environment; a failed child raises with the end of its stderr."""
+    JSON object), run alone with OpenMP told its ``threads``, in ``env`` (a whole environment;
+    this process's by default); a failed child raises with the end of its stderr."""
     argv = [sys.executable, "-m", "lsa", "bench", what, "--child", *args]
     done = subprocess.run(argv, capture_output=True, text=True,
-                          env={**os.environ, **(env or {}), "OMP_NUM_THREADS": str(threads)})
+                          env={**(os.environ if env is None else env),
+                               "OMP_NUM_THREADS": str(threads)})
     if done.returncode:
         raise RuntimeError(f"bench {what} {' '.join(args)} failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

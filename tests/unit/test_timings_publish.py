@@ -340,3 +340,26 @@ def test_a_page_rendered_again_keeps_what_moved_as_it_was():
     assert publish.keep_moved(old, new) == (
         f"# R\n\nnew headline\n\n{moved}- verdicts changed (2): x, y\n{claims}new\n")
     assert publish.keep_moved("no such part", new) == new
+
+
+def test_a_snapshot_counts_the_kernels_its_runs_ran_on(tmp_path):
+    """Issue 73, item 2: stamp.json records the runs' CPU kernels (each run_info.json's ATen
+    capability and kernel pin) apart from the publishing machine; a run made before the pin
+    was recorded counts as native, one without a record as unknown."""
+    import types
+
+    from lsa.files import write_json
+
+    pinned = {"cpu_capability": "AVX2", "kernel_pin": {"state": "pinned"}}
+    infos = [{"device": pinned}, {"device": {"cpu_capability": "AVX512"}}, {"device": pinned},
+             None]
+    runs = []
+    for i, info in enumerate(infos):
+        folder = tmp_path / f"r{i}"
+        folder.mkdir()
+        if info:
+            write_json(folder / "run_info.json", info)
+        runs.append(types.SimpleNamespace(folder=folder))
+    assert publish.run_kernels(runs) == [{"kernels": "AVX2 (pinned)", "runs": 2},
+                                         {"kernels": "AVX512 (native)", "runs": 1},
+                                         {"kernels": "unknown", "runs": 1}]
