@@ -407,6 +407,15 @@ def _compare(args) -> int:
     if len(moved) and not args.quiet:
         print(moved.to_markdown(index=False, floatfmt=".3g"), end="\n\n")
     print(line)
+    if args.record:
+        from lsa import published
+        from lsa.compare import record
+        from lsa.publish import run_kernels
+
+        here = ", ".join(f"{r['kernels']}: {r['runs']} runs" for r in run_kernels(
+            published.read_runs(pipe, runs_of(pipe))))
+        print(f"recorded: {record(pipe.profile, table, here)} (make publish states it as the "
+              "snapshot's tolerance)")
     return 0
 
 
@@ -666,6 +675,9 @@ def main(argv: list[str] | None = None) -> int:
                        "stated tolerance, verdict moved")
     _profile_options(p)
     p.add_argument("--quiet", action="store_true", help="the summary line alone")
+    p.add_argument("--record", action="store_true", help="keep this comparison as the "
+                   "measurement between two kernel configurations (docs/bench/kernels-P.csv) "
+                   "that the next make publish states as the snapshot's tolerance")
     p.set_defaults(func=_compare)
     p = command(sub, "power", help="the seeds' power computation from a profile's finished "
                        "runs: seed-to-seed spread of the paired NLL differences, and the seeds "

@@ -17,6 +17,13 @@ far, for each claim:
 
 The analysis itself gives the same bytes on any CPU (``lsa.stats``; tests/e2e/
 test_published_snapshots.py), so every move comes from the runs.
+
+The tolerance is measured: ``python -m lsa compare --profile P --record`` keeps the comparison of
+a reproduce made under one kernel configuration with a snapshot made under another
+(``kernels_file``: ``docs/bench/kernels-P.csv``, and its page beside it), and the next
+``make publish`` of P states it in ``stamp.json`` (``tolerance_from``: each claim's measured
+move) and marks on its results page the verdicts a move that large could change
+(``machine_sensitive``).
 """
 
 from __future__ import annotations
@@ -139,6 +146,48 @@ def summary_line(profile: str, table: pd.DataFrame, stated: bool) -> str:
             + ", ".join(parts) + note)
 
 
+def kernels_file(profile: str) -> Path:
+    """Where the measurement of ``profile``'s claims between two kernel configurations is kept
+    (``--record``; read by ``make publish``)."""
+    return paths.ROOT / "docs" / "bench" / f"kernels-{profile}.csv"
+
+
+def tolerance_from(table: pd.DataFrame, source: str) -> dict[str, Any]:
+    """The tolerance a snapshot states (``stamp.json``'s ``tolerance``) from one measured
+    comparison between kernel configurations (``table``, as ``compare`` makes it): each
+    compared claim's largest move (0 where it was identical), no default (a claim the
+    measurement lacks is held to none), the verdicts that moved, and where it was measured.
+    One pair of runs: another machine's draw can move a claim further."""
+    moves = {str(row.id): float(row.move) for row in table.itertuples()
+             if math.isfinite(_number(row.move))}
+    return {"default": None, "claims": moves, "measured": source,
+            "verdicts_moved": sorted(str(i) for i in table.loc[
+                table["status"] == "verdict moved", "id"])}
+
+
+def machine_sensitive(claims: pd.DataFrame, tolerance: dict[str, Any]) -> pd.DataFrame:
+    """The claims whose verdict another machine's runs could change, by the stated tolerance:
+    those whose verdict moved in its measurement, and those with an interval end nearer a
+    verdict's boundary (0 or the paper's effect: ``edge`` half-widths away) than the claim's
+    measured move. Columns: id, verdict, move, distance (to the boundary), why."""
+    per_claim = tolerance.get("claims") or {}
+    moved = set(tolerance.get("verdicts_moved") or [])
+    rows = []
+    for _, row in claims.iterrows():
+        key = str(row["id"])
+        move = per_claim.get(key)
+        distance = _number(row.get("edge", "")) * _number(row.get("half_width", ""))
+        if key in moved:
+            why = "its verdict moved between the two kernel configurations"
+        elif move and math.isfinite(distance) and distance <= move:
+            why = "an interval end lies nearer a boundary than the claim moved"
+        else:
+            continue
+        rows.append({"id": key, "verdict": row["verdict"], "move": move,
+                     "distance": distance, "why": why})
+    return pd.DataFrame(rows, columns=["id", "verdict", "move", "distance", "why"])
+
+
 def compare_profile(profile: str, sections: list[str]) -> tuple[pd.DataFrame, str] | None:
     """The comparison of ``profile``'s reproduce with its published snapshot and its summary
     line, or None where the profile is not published."""
@@ -151,3 +200,40 @@ def compare_profile(profile: str, sections: list[str]) -> tuple[pd.DataFrame, st
     table = compare(reproduced_claims(profile, sections), read_claims(snapshot / "claims.csv"),
                     default, per_claim)
     return table, summary_line(profile, table, default is not None or bool(per_claim))
+
+
+def kernels_of_snapshot(stamp: dict[str, Any]) -> str:
+    """The kernels a snapshot's runs ran on, as its ``stamp.json`` records them (a snapshot
+    published before runs recorded their pin: the machine's capability, unpinned)."""
+    recorded = stamp.get("run_kernels")
+    if recorded:
+        return ", ".join(f"{r['kernels']}: {r['runs']} runs" for r in recorded)
+    return f"{(stamp.get('machine') or {}).get('cpu_capability', '?')} (native)"
+
+
+def record(profile: str, table: pd.DataFrame, here: str) -> Path:
+    """Keep ``table`` (this reproduce against the published snapshot) as the measurement of
+    ``profile``'s claims between two kernel configurations (``kernels_file``) with its page,
+    which names both configurations (``here``: this reproduce's runs' kernels)."""
+    snapshot = published.folder(profile)
+    stamp = files.read_json(snapshot / "stamp.json")
+    path = kernels_file(profile)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    files.atomic_write_text(path, table.to_csv(index=False))
+    counts = table["status"].value_counts()
+    moved = table[table["status"] != "identical"]
+    lines = [f"# `{profile}`'s claims between two kernel configurations", "",
+             f"Written by `python -m lsa compare --profile {profile} --record` "
+             f"({files.git_commit()}): a `make reproduce` whose runs ran on {here}, against the "
+             f"snapshot then published (runs made by "
+             + ", ".join(f"`{r['commit'][:7]}`" for r in stamp.get("run_commits") or [])
+             + f"), whose runs ran on {kernels_of_snapshot(stamp)}. The table beside this page "
+             f"([`{path.name}`]({path.name})) is what `make publish PROFILE={profile}` states "
+             "as the snapshot's tolerance, claim by claim (`lsa.compare.tolerance_from`): "
+             "one pair of runs, so another machine's may move a claim further.", "",
+             ", ".join(f"{int(counts[s_])} {s_}" for s_ in STATUSES if counts.get(s_))
+             + f" of {len(table)} claims.", ""]
+    if len(moved):
+        lines += [moved.to_markdown(index=False, floatfmt=".3g"), ""]
+    files.atomic_write_text(path.with_suffix(".md"), "\n".join(lines))
+    return path

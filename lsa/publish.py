@@ -33,7 +33,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lsa import files, kept, paths, published, timings
+from lsa import compare, files, kept, paths, published, timings
 from lsa.runs import runs_of
 
 REPORT = "06_replication_report"
@@ -107,6 +107,10 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
              "packages": packages or files.installed_versions(),
              "packages_recorded_by": "make reproduce" if packages else "make publish",
              "notebooks": [nb.stem for nb in notebooks]}
+    measured = compare.kernels_file(profile)
+    if measured.exists():  # the tolerance, measured between two kernel configurations
+        stamp["tolerance"] = compare.tolerance_from(
+            compare.read_claims(measured), f"docs/bench/{measured.with_suffix('.md').name}")
     files.write_json(staging / "stamp.json", stamp)
     published.export(pipe, plan, staging, stamp)  # what the notebooks read, run alone
     ids = {r.id for r in plan}  # the profile's own runs, not a sharing profile's
@@ -365,6 +369,11 @@ def _stamp_markdown(stamp: dict[str, Any], profile: str, run_ids: set[str] | Non
                 f"the cores), makespan / floor {rep['wall_s'] / bound['floor_s']:.2f}"
                 if bound else "")
              + (f"; {rep['note']}" if rep.get("note") else ""), "",
+             "- tolerance on another machine: "
+             + (f"each claim's move measured between two kernel configurations "
+                f"([{Path(stamp['tolerance']['measured']).name}]"
+                f"(../../../{stamp['tolerance']['measured']}); `python -m lsa compare` holds a "
+                "reproduce to it)" if stamp.get("tolerance") else "none stated"), "",
              "## Environment", "",
              f"Python {mach.get('python', '?')}; "
              + ", ".join(f"{name} {packages.get(name, '-')}" for name in files.PACKAGES)
@@ -425,6 +434,16 @@ def results_markdown(snapshot: Path, previous_claims: Path | None = None) -> str
     if len(by_method):
         out += ["", "The paper's claims about each fine-tuning method, by verdict (each rests on "
                 "G1, G2 and the method's own G3):", "", by_method.to_markdown(index=False)]
+    if stamp.get("tolerance"):
+        sensitive = compare.machine_sensitive(claims, stamp["tolerance"])
+        out += ["", "## Machine-sensitive verdicts", "",
+                f"A reproduce on another machine draws other runs; how far each claim moved "
+                f"between two kernel configurations is measured "
+                f"([{Path(stamp['tolerance']['measured']).name}]"
+                f"(../../../{stamp['tolerance']['measured']})). {len(sensitive)} verdicts a move "
+                "that large could change" + (":" if len(sensitive) else "."), ""]
+        if len(sensitive):
+            out += [sensitive.to_markdown(index=False, floatfmt=".3g")]
     out += ["", MOVED, ""]
     if previous_claims is None:
         out += ["No previous snapshot.", ""]

@@ -87,3 +87,48 @@ def test_the_command_on_the_published_claims_read_as_a_reproduce(tmp_path, monke
     assert f"| {first} " in out and "1 verdict moved" in out.splitlines()[-1]
     assert main(["compare", "--profile", "smoke"]) == 0
     assert "not published" in capsys.readouterr().out
+
+
+def test_the_tolerance_is_each_claims_measured_move_and_marks_what_it_could_change():
+    """Issue 73, items 2-3: a comparison between two kernel configurations becomes the stated
+    tolerance (each claim's move, no default); a claim is machine-sensitive where its verdict
+    moved in that measurement or an interval end lies nearer a boundary (edge x half-width)
+    than the claim moved."""
+    from lsa.compare import machine_sensitive, tolerance_from
+
+    measured = compare(HERE, PUBLISHED)
+    stated = tolerance_from(measured, "docs/bench/kernels-x.md")
+    assert stated["default"] is None and stated["verdicts_moved"] == ["D"]
+    assert stated["claims"] == {"A": 0.0, "B": abs(0.0502 - 0.05), "C": abs(0.35 - 0.15),
+                                "D": abs(-0.05 - 0.05), "E": 0.0}  # F, G: no number compared
+    held = compare(HERE, PUBLISHED, stated["default"], stated["claims"]).set_index("id")
+    assert held.loc["B", "status"] == held.loc["C", "status"] == "moved within tolerance"
+    assert held.loc["A", "status"] == "identical"
+    claims = pd.DataFrame({"id": ["A", "B", "C", "D"], "verdict": ["agrees"] * 4,
+                           "edge": ["0.5", "0.003", "2", "3"],
+                           "half_width": ["0.05", "0.05", "0.15", "0.05"]})
+    # A moved 0: never; B's end 0.00015 from its boundary, moved 0.0002: sensitive; C 0.3
+    # away, moved 0.2: not; D's verdict moved
+    sensitive = machine_sensitive(claims, stated).set_index("id")
+    assert list(sensitive.index) == ["B", "D"]
+    assert sensitive.loc["B", "distance"] == 0.003 * 0.05
+    assert "verdict moved" in sensitive.loc["D", "why"]
+
+
+def test_record_keeps_the_measurement_that_publish_states(tmp_path, monkeypatch):
+    from lsa import compare as compare_module
+    from lsa.compare import tolerance_from
+
+    monkeypatch.setattr(compare_module, "kernels_file", lambda profile: tmp_path / "k-mini.csv")
+    snapshot = tmp_path / "published"  # made before runs recorded their kernels
+    snapshot.mkdir()
+    (snapshot / "stamp.json").write_text('{"machine": {"cpu_capability": "AVX512"}, '
+                                         '"run_commits": [{"commit": "abcdef0123", "runs": 9}]}')
+    monkeypatch.setattr(compare_module.published, "folder", lambda profile: snapshot)
+    path = compare_module.record("mini", compare(HERE, PUBLISHED), "AVX2 (pinned): 9 runs")
+    back = compare_module.read_claims(path)
+    assert list(back["id"]) == list(compare(HERE, PUBLISHED)["id"])
+    page = path.with_suffix(".md").read_text()
+    assert "AVX2 (pinned): 9 runs" in page and "AVX512 (native)" in page and "`abcdef0`" in page
+    assert "2 identical, 2 moved beyond tolerance, 1 verdict moved" in page
+    assert tolerance_from(back, "x") == tolerance_from(compare(HERE, PUBLISHED), "x")

@@ -363,3 +363,31 @@ def test_a_snapshot_counts_the_kernels_its_runs_ran_on(tmp_path):
     assert publish.run_kernels(runs) == [{"kernels": "AVX2 (pinned)", "runs": 2},
                                          {"kernels": "AVX512 (native)", "runs": 1},
                                          {"kernels": "unknown", "runs": 1}]
+
+
+def test_publish_states_the_measured_tolerance_and_marks_what_it_could_change(
+        out_root, tmp_path, monkeypatch):
+    """Issue 73, items 2-3: with a measurement between two kernel configurations kept
+    (``lsa compare --record``), stamp.json states each claim's move as its tolerance, STAMP.md
+    links it, and RESULTS.md lists the verdicts a move that large could change."""
+    from lsa import compare
+
+    monkeypatch.setattr("lsa.pipeline.check_outputs", lambda pipe: [])
+    _fake_outputs("smoke")
+    measured = tmp_path / "kernels-smoke.csv"
+    measured.write_text("id,published,here,move,tolerance,status\n"
+                        "T1.1,agrees,agrees,0.5,,moved beyond tolerance\n"
+                        "A1.1,helps,hurts,0.01,,verdict moved\n")
+    monkeypatch.setattr(compare, "kernels_file", lambda profile: measured)
+    dest = tmp_path / "pub"
+    publish.publish("smoke", dest=dest)
+    stamp = json.loads((dest / "stamp.json").read_text())
+    assert stamp["tolerance"] == {"default": None, "claims": {"T1.1": 0.5, "A1.1": 0.01},
+                                  "measured": "docs/bench/kernels-smoke.md",
+                                  "verdicts_moved": ["A1.1"]}
+    assert "[kernels-smoke.md](../../../docs/bench/kernels-smoke.md)" in \
+        (dest / "STAMP.md").read_text()
+    results = (dest / "RESULTS.md").read_text()
+    sensitive = results[results.index("## Machine-sensitive verdicts"):
+                        results.index(publish.MOVED)]
+    assert "| A1.1 " in sensitive and "verdict moved" in sensitive
