@@ -455,18 +455,14 @@ def _power(args) -> int:
 
 
 def _publish(args) -> int:
-    from lsa.files import atomic_write_text
-    from lsa.publish import NotPublishable, destination, keep_moved, publish, results_markdown
+    from lsa.publish import NotPublishable, publish, render_again
 
-    if args.results_only:  # the results page of the committed snapshot, from its own files
-        folder = destination(_load(args).profile)
-        if not (folder / "claims.csv").exists():
-            problem(args, f"not published: {folder} holds no snapshot; publish one: python -m "
-                          f"lsa publish --profile {_load(args).profile}")
+    if args.results_only:  # the committed snapshot's pages, from its own files
+        try:
+            print(render_again(_load(args).profile))
+        except NotPublishable as exc:
+            problem(args, f"not published: {exc}")
             return EXIT["missing"]
-        page, new = folder / "RESULTS.md", results_markdown(folder)
-        atomic_write_text(page, keep_moved(page.read_text(), new) if page.exists() else new)
-        print(page)
         return 0
     try:
         print(publish(_load(args).profile))

@@ -113,6 +113,21 @@ class Setup:
         """The runs the section reads (its ``uses_runs``)."""
         return self.plan.used_by(self.pipe.sections[self.section].uses_runs)
 
+    def provenance(self) -> str:
+        """``profile mini (the pipeline's notebook, at commit a1b2c3d): it reads 40 runs, made
+        by `a1b2c3d` (40 runs)``: the line a pipeline's notebook prints first, so that its
+        published copy names the commits that made what it shows."""
+        from lsa.files import git_commit
+        from lsa.publish import run_commits
+
+        runs = [r for r in self.runs() if r.finished]
+        made = ", ".join(f"`{r['commit'][:7]}` ({r['runs']} run{'s' * (r['runs'] != 1)})"
+                         for r in run_commits(runs))
+        commit = git_commit() or "?"
+        return (f"profile {self.profile} (the pipeline's notebook, at commit {commit[:7]}"
+                f"{'-dirty' * commit.endswith('-dirty')}): it reads {len(runs)} runs"
+                + (f", made by {made}" if made else ""))
+
     @property
     def train_missing(self) -> bool | None:
         """What a notebook run alone does with runs not made yet: True trains them, False
@@ -251,6 +266,8 @@ def open_section(section: str, *, profile: str | None = None, config_file: str |
                               f"{sorted(own)} (first difference: {extra[0]}); the "
                               "configuration changed since the pipeline planned this notebook: "
                               "rerun snakemake")
+    if not setup.alone:
+        print(setup.provenance())
     if setup.alone and setup.train_missing is None and setup.missing_inputs():
         setup.use_published()  # else ensure_runs stops, naming the command that makes them
     seeding.seed_everything(pipe.seed)

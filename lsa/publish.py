@@ -106,7 +106,9 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
              "reproduce": reproduce, "machine": machine(),
              "packages": packages or files.installed_versions(),
              "packages_recorded_by": "make reproduce" if packages else "make publish",
-             "notebooks": [nb.stem for nb in notebooks]}
+             "notebooks": [nb.stem for nb in notebooks],
+             "notebook_commits": published.notebook_commits(paths.results_dir(profile),
+                                                             set(pipe.sections))}
     measured = compare.kernels_file(profile)
     if measured.exists():  # the tolerance, measured between two kernel configurations
         stamp["tolerance"] = compare.tolerance_from(
@@ -186,6 +188,38 @@ def publish_study(profile: str) -> Path:
     return root
 
 
+def render_again(profile: str) -> Path:
+    """The committed snapshot of ``profile``'s pages rendered again from its own files, nothing
+    run (``lsa publish --results-only``): the commit each notebook ran at read again from its
+    section's ``run_info.json`` into ``stamp.json``, ``MANIFEST.json`` and STAMP.md's
+    provenance line, the results page (keeping its part on what moved when it was published)
+    and the index. Returns the results page."""
+    folder = destination(profile)
+    if not (folder / "claims.csv").exists():
+        raise NotPublishable(f"{files.shell_path(folder)} holds no snapshot; publish one: "
+                             f"python -m lsa publish --profile {profile}")
+    stamp = files.read_json(folder / "stamp.json")
+    stamp["notebook_commits"] = published.notebook_commits(folder)
+    files.write_json(folder / "stamp.json", stamp)
+    if (folder / published.MANIFEST).exists():
+        manifest = files.read_json(folder / published.MANIFEST)
+        files.write_json(folder / published.MANIFEST,
+                         {**manifest, "notebook_commits": stamp["notebook_commits"]})
+    page = folder / "STAMP.md"
+    if page.exists():
+        files.atomic_write_text(page, re.sub(
+            r"^- runs made by .*?\(`[0-9a-f]+`\)", lambda _: f"- {provenance(stamp)} "
+            f"(`{stamp['commit']}`)", page.read_text(), count=1, flags=re.M))
+    page = folder / "RESULTS.md"
+    if not (folder / kept.PAGE).exists() or "bases" not in files.read_json(
+            folder / published.MANIFEST):  # the study's page is its own (publish_study)
+        new = results_markdown(folder)
+        files.atomic_write_text(page, keep_moved(page.read_text(), new) if page.exists()
+                                else new)
+    files.atomic_write_text(folder.parent / "README.md", results_index(folder.parent))
+    return page
+
+
 def study_stamp_markdown(stamp: dict[str, Any]) -> str:
     """The study's STAMP.md: its commits, machine and time summed over its kept bases."""
     rep, mach = stamp["reproduce"], stamp["machine"]
@@ -259,7 +293,7 @@ def provenance(stamp: dict[str, Any]) -> str:
                                   r.get("note")) if part)
         for r in stamp.get("run_commits") or [])
     return (f"runs made by {made or 'commits not recorded'}; notebooks ran at "
-            f"`{stamp['commit'][:7]}`")
+            f"{published.notebooks_ran_at(stamp)}")
 
 
 def _run_commit(profile: str) -> str | None:
@@ -555,7 +589,10 @@ def results_index(root: Path) -> str:
            "publish` (generated: this page too). A notebook run alone on a profile whose runs "
            "are not made on your machine re-analyses the snapshot's run files (`runs/`, "
            "`MANIFEST.json`) instead of training: `make lab`, then open a notebook.", ""]
-    snapshots = sorted(p for p in root.iterdir() if (p / "stamp.json").exists())
+    # the fullest snapshot first (the most claims: mini-full before mini), the study's last
+    snapshots = sorted((p for p in root.iterdir() if (p / "stamp.json").exists()),
+                       key=lambda p: (-len(pd.read_csv(p / "claims.csv"))
+                                      if (p / "claims.csv").exists() else 0, p.name))
     studies = [p for p in snapshots if (p / published.MANIFEST).exists()
                and "bases" in files.read_json(p / published.MANIFEST)]  # lsa.kept's blocks
     for snapshot in snapshots:

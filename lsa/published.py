@@ -94,12 +94,43 @@ def export(pipe: PipelineConfig, plan: RunSet, dest: Path, stamp: dict[str, Any]
             written.append(files.atomic_write_text(out / "run_info.json",
                                                    (source / "run_info.json").read_text()))
     manifest = {"profile": pipe.profile, "commit": stamp.get("commit"),
+                "notebook_commits": notebook_commits(dest),
                 "run_commits": stamp.get("run_commits", []),
                 "run_finished_utc": stamp.get("reproduce", {}).get("finished_utc"),
                 "bytes": sum(p.stat().st_size for p in written),
                 "files": _listed(written, dest)}
     files.write_json(dest / MANIFEST, manifest)
     return manifest
+
+
+def notebook_commits(root: Path, keys=None) -> list[dict[str, Any]]:
+    """The commit each notebook of the snapshot (or results folder) at ``root`` ran at, read
+    from its section's own ``sections/<key>/run_info.json`` (a results folder's
+    ``<key>/run_info.json``; ``keys``: those sections only), grouped by commit, most notebooks
+    first: ``[{"commit": ..., "notebooks": [key, ...]}]``."""
+    found: dict[str, list[str]] = {}
+    base = root / "sections" if (root / "sections").is_dir() else root
+    for info in sorted(base.glob("*/run_info.json")):
+        if keys is not None and info.parent.name not in keys:
+            continue
+        try:
+            commit = files.read_json(info).get("git_commit") or "unknown"
+        except (OSError, ValueError):
+            commit = "unknown"
+        found.setdefault(commit, []).append(info.parent.name)
+    return [{"commit": c, "notebooks": keys}
+            for c, keys in sorted(found.items(), key=lambda item: (-len(item[1]), item[0]))]
+
+
+def notebooks_ran_at(record: dict[str, Any]) -> str:
+    """``a1b2c3d`` where every notebook of a snapshot (its stamp or manifest) ran at one commit,
+    else each commit with its notebooks' numbers (``a1b2c3d (01, 02, 04, 06), e4f5a6b (03,
+    05)``); a record older than ``notebook_commits`` names its one ``commit``."""
+    groups = record.get("notebook_commits") or []
+    if len(groups) <= 1:
+        return f"`{(groups[0]['commit'] if groups else record.get('commit') or '?')[:7]}`"
+    return ", ".join(f"`{g['commit'][:7]}` ({', '.join(k.split('_')[0] for k in g['notebooks'])})"
+                     for g in groups)
 
 
 def with_files(manifest: dict[str, Any], written: list[Path], root: Path) -> dict[str, Any]:
@@ -147,13 +178,13 @@ class Snapshot:
         return self.root / "sections"
 
     def describe(self) -> str:
-        commit = (self.manifest.get("commit") or "?")[:7]
-        made = ", ".join(r["commit"][:7] for r in self.manifest.get("run_commits") or [])
+        made = ", ".join(f"`{r['commit'][:7]}`" for r in self.manifest.get("run_commits") or [])
         when = (self.manifest.get("run_finished_utc") or "?")[:10]
         where = self.root.relative_to(paths.ROOT) if self.root.is_relative_to(paths.ROOT) \
             else self.root
-        return (f"published results of `{self.manifest['profile']}`, commit {commit}"
-                + (f" (its notebooks'; its runs made by {made})" if made else "")
+        return (f"published results of `{self.manifest['profile']}`, notebooks at "
+                f"{notebooks_ran_at(self.manifest)}"
+                + (f", runs made by {made}" if made else "")
                 + f", run on {when} ({where}/, {len(self.manifest['files'])} files, checksums "
                 "verified)")
 

@@ -27,6 +27,29 @@ def test_smoke_pipeline_outputs(smoke_run):
     assert check_outputs(pipe) == []
 
 
+def test_each_pipeline_notebook_names_first_the_commits_that_made_its_runs(smoke_run):
+    """Issue 74, item 5: a notebook the pipeline ran prints first its profile, its own commit
+    (as its section's run_info.json records it) and the commits its runs' run_info.json
+    record, counted: what its published copy shows a reader."""
+    import nbformat
+
+    from lsa.notebook import open_section
+    from lsa.publish import run_commits
+
+    pipe = pipeline_config("smoke")
+    for key in pipe.sections:
+        cells = nbformat.read(paths.executed_notebook("smoke", key), as_version=4).cells
+        first = next(o["text"] for c in cells if c.cell_type == "code" for o in c.outputs
+                     if o.get("name") == "stdout")
+        own = files.read_json(paths.section_dir("smoke", key) / "run_info.json")["git_commit"]
+        assert first.startswith(f"profile smoke (the pipeline's notebook, at commit {own[:7]}"), \
+            (key, first)
+        runs = [r for r in open_section(key, profile="smoke").runs() if r.finished]
+        assert f"it reads {len(runs)} runs" in first, (key, first)
+        for made in run_commits(runs):
+            assert f"`{made['commit'][:7]}` ({made['runs']} run" in first, (key, first)
+
+
 def test_smoke_metrics_content(smoke_run):
     metrics = files.read_json(paths.metrics_file("smoke", "01_synthetic_study"))
     ids = [c["id"] for c in metrics["claims"]]

@@ -136,3 +136,29 @@ def test_a_try_it_that_reanalyses_reads_the_snapshot_with_the_sections_settings_
     with pytest.raises(ConfigError, match="changes population only"):
         sections.try_it(setup, reanalyse=True, finetune={"alphas": [0.0]})
     assert not any(tmp_path.iterdir())                     # nothing trained or saved
+
+
+def test_every_commit_named_for_a_published_notebook_is_its_own_run_info():
+    """Issue 74, item 5: each notebook's commit, as stamp.json, MANIFEST.json, STAMP.md,
+    RESULTS.md, the index and the reader's line name it, is the one its section's own
+    run_info.json recorded (notebooks of one snapshot can run at several commits)."""
+    from lsa.publish import provenance
+
+    index = (ROOT / "docs" / "results" / "README.md").read_text()
+    for root in sorted(p.parent for p in (ROOT / "docs" / "results").glob("*/stamp.json")):
+        own = {info.parent.name: json.loads(info.read_text())["git_commit"]
+               for info in (root / "sections").glob("*/run_info.json")}
+        assert own, root
+        stamp = json.loads((root / "stamp.json").read_text())
+        manifest = json.loads((root / published.MANIFEST).read_text())
+        for record in (stamp, manifest):
+            named = {key: group["commit"] for group in record.get("notebook_commits") or []
+                     for key in group["notebooks"]}
+            assert {key: named.get(key, record["commit"]) for key in own} == own, root.name
+        line = provenance(stamp)
+        assert published.notebooks_ran_at(stamp) in line
+        for page in ("STAMP.md", "RESULTS.md"):
+            assert line in (root / page).read_text(), (root.name, page)
+        if "bases" not in manifest:  # the study's index entry links its own pages
+            assert line.capitalize() in index, root.name
+        assert published.notebooks_ran_at(stamp) in published.load(root.name, root).describe()

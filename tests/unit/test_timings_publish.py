@@ -287,7 +287,7 @@ def test_a_snapshot_names_every_commit_that_made_its_runs(tmp_path):
                                          "`unknown` (1 run); notebooks ran at `ccc3333`")
     snapshot = published.Snapshot(tmp_path, {"profile": "mini", "commit": "ccc3333dddd",
                                              "run_commits": made, "files": {}})
-    assert "commit ccc3333 (its notebooks'; its runs made by bbb2222, aaa1111, unknown)" \
+    assert "notebooks at `ccc3333`, runs made by `bbb2222`, `aaa1111`, `unknown`" \
         in snapshot.describe()
     # the published snapshots name theirs: each republished whole by one make reproduce in one
     # clean clone (mini-full's last segment after a commit that turned on its new runs)
