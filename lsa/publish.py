@@ -33,7 +33,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lsa import compare, files, kept, paths, published, timings
+from lsa import compare, files, generated, kept, paths, published, timings
 from lsa.runs import runs_of
 
 REPORT = "06_replication_report"
@@ -124,6 +124,8 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging.rename(dest)
     files.atomic_write_text(dest.parent / "README.md", results_index(dest.parent))
+    if dest == destination(profile):
+        generated.rewrite()  # the docs' numbers that this snapshot gives
     return dest
 
 
@@ -217,6 +219,7 @@ def render_again(profile: str) -> Path:
         files.atomic_write_text(page, keep_moved(page.read_text(), new) if page.exists()
                                 else new)
     files.atomic_write_text(folder.parent / "README.md", results_index(folder.parent))
+    generated.rewrite()  # the docs' numbers that this snapshot gives
     return page
 
 

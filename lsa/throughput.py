@@ -202,6 +202,39 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def commits_markdown(folder: Path, commits: dict[str, str]) -> str:
+    """The tables of one machine's ``bench jobs`` at two commits, alternated over rounds: the
+    files ``<label>-<round>.json`` in ``folder`` (``commits``: label -> commit, earlier first),
+    each round's rates, then the later commit's rate over the earlier one's (means of the
+    rounds) per kind and setting."""
+    import json
+
+    settings = ("alone_1t", "alone_2t", "pair_1t")
+    rates: dict[tuple[str, str], list[list[float]]] = {}
+    lines = ["| round | commit | kind | units/s, 1 thread | units/s, 2 threads | units/s, two "
+             "1-thread jobs |", "|---|---|---|---|---|---|"]
+    rounds = sorted({int(p.stem.split("-")[-1]) for p in folder.glob("*-*.json")})
+    for number in rounds:
+        for label, commit in commits.items():
+            found = json.loads((folder / f"{label}-{number}.json").read_text())["kinds"]
+            for kind, r in found.items():
+                u = [r["units_per_s"][k][0] if k != "pair_1t" else sum(r["units_per_s"][k])
+                     for k in settings]
+                rates.setdefault((label, kind), []).append(u)
+                lines.append(f"| {number} | `{commit}` | {kind} | "
+                             + " | ".join(f"{x:.2f}" for x in u) + " |")
+    first, last = list(commits)
+    lines += ["", "The later commit's rate over the earlier one's (means of the rounds):", "",
+              "| kind | 1 thread | 2 threads | two 1-thread jobs (the pipeline's setting) |",
+              "|---|---|---|---|"]
+    for kind in sorted({k for _, k in rates}, key=[k for _, k in rates].index):
+        mean = {label: [sum(col) / len(col) for col in zip(*rates[(label, kind)])]
+                for label in (first, last)}
+        lines.append(f"| {kind} | " + " | ".join(
+            f"{b / a:.3f}x" for a, b in zip(mean[first], mean[last])) + " |")
+    return "\n".join(lines)
+
+
 SCHEDULE = """How `workflow/settings.yaml` uses it on 2 cores: every kind but the base model runs
 at 1 thread, two jobs at once (`pair` above `speedup_2t`). The base model is the job every
 other run waits for, and only the synthetic study could run beside it: at 1 thread it would
@@ -223,7 +256,7 @@ def main(args) -> int:
     if args.child:
         return child(args.profile or "mini", kinds[0], args.threads or 1, args.seconds)
     from lsa import paths
-    from lsa.files import atomic_write_text, device_info, package_versions, write_json
+    from lsa.files import device_info, package_versions, write_json
 
     profile = args.profile or "mini"
     result = bench(profile, kinds, args.seconds)
@@ -233,7 +266,9 @@ def main(args) -> int:
                      "device": device_info(), "packages": package_versions(),
                      "cpu_count": os.cpu_count()})
     text = markdown(profile, result, args.seconds)
-    atomic_write_text(out.with_suffix(".md"), text)
+    from lsa.generated import write_page
+
+    write_page(out.with_suffix(".md"), "bench-jobs", text)  # its prose kept
     print(text)
     print(f"written to {out} and {out.with_suffix('.md')}")
     return 0
