@@ -30,7 +30,7 @@
     python -m lsa timings  [--profile P]                where a profile's time went
     python -m lsa compare  [--profile P]                a reproduce's claims beside the
                                                         published snapshot's, claim by claim
-    python -m lsa publish  [--profile P] [--results-only] snapshot into docs/results/ (committed)
+    python -m lsa publish  [--profile P] [--results-only|--rerender] snapshot into docs/results/
     python -m lsa study    keep | design | run --bases N [--profile study]
                                                         the confirmatory study (issue 62): keep
                                                         its complete bases, its design's numbers,
@@ -455,8 +455,15 @@ def _power(args) -> int:
 
 
 def _publish(args) -> int:
-    from lsa.publish import NotPublishable, publish, render_again
+    from lsa.publish import NotPublishable, publish, render_again, rerender
 
+    if args.rerender:  # its notebooks again on its run files, nothing trained
+        try:
+            print(rerender(_load(args).profile))
+        except NotPublishable as exc:
+            problem(args, f"not rendered again: {exc}")
+            return EXIT["missing"]
+        return 0
     if args.results_only:  # the committed snapshot's pages, from its own files
         try:
             print(render_again(_load(args).profile))
@@ -687,8 +694,13 @@ def main(argv: list[str] | None = None) -> int:
     p = command(sub, "publish", help="copy a finished profile's report into docs/results/")
     _profile_options(p)
     p.add_argument("--results-only", action="store_true",
-                   help="only write RESULTS.md of the committed snapshot from its own files "
-                        "(its part on what moved since the previous snapshot kept as it was)")
+                   help="only write the committed snapshot's pages (RESULTS.md, its notebooks' "
+                        "commits) again from its own files (its part on what moved since the "
+                        "previous snapshot kept as it was)")
+    p.add_argument("--rerender", action="store_true",
+                   help="run the committed snapshot's notebooks again on its run files "
+                        "(nothing trained) and take what they compute: claims, figures, "
+                        "notebooks, pages")
     p.set_defaults(func=_publish)
     p = command(sub, "study", help="the confirmatory study (issue 62): keep its complete bases "
                        "(prints gates and finiteness only), its design, make its next bases, "

@@ -226,9 +226,22 @@ def _jobs_commits(where: Path) -> str:
                             {"old": "638bd14", "new": "2740844"})
 
 
+def _real_lm(what: str) -> Callable[[Path], str]:
+    def render(where: Path) -> str:
+        from lsa import reallm
+
+        if what == "power":
+            return reallm.power_markdown()
+        return reallm.costs_markdown(reallm.read_bench(paths.ROOT / "docs" / "bench" /
+                                                       "real-lm"))
+    return render
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "compare-mini": lambda where: compare_expectation("mini", where),
     "jobs-commits": _jobs_commits,
+    "real-lm-costs": _real_lm("costs"),
+    "real-lm-power": _real_lm("power"),
 }
 
 

@@ -167,7 +167,8 @@ class Setup:
         self.plan, self.snapshot = plan, snapshot
         print(f"{snapshot.describe()}: this notebook's runs are not made here, so it "
               f"re-analyses those (what `make reproduce PROFILE={self.profile}` made then) "
-              "and saves nothing")
+              + ("and saves what it computes: the snapshot rendered again (lsa publish "
+                 "--rerender)" if published.rerendering() else "and saves nothing"))
         return True
 
     def ensure_runs(self) -> None:
@@ -270,6 +271,11 @@ def open_section(section: str, *, profile: str | None = None, config_file: str |
         print(setup.provenance())
     if setup.alone and setup.train_missing is None and setup.missing_inputs():
         setup.use_published()  # else ensure_runs stops, naming the command that makes them
+    if published.rerendering() and setup.snapshot is None:  # the report: no run of its own
+        snapshot = published.load(setup.profile)
+        if snapshot is not None:
+            print(f"{snapshot.describe()}: this notebook gathers its sections as rendered again "
+                  "from those runs (lsa publish --rerender)")
     seeding.seed_everything(pipe.seed)
     plots.set_theme()
     return setup

@@ -223,6 +223,110 @@ def render_again(profile: str) -> Path:
     return page
 
 
+def rerender(profile: str, dest: Path | None = None) -> Path:
+    """The committed snapshot of ``profile`` rendered again from its own run files, nothing
+    trained (``lsa publish --rerender``): each section notebook runs again as a reader's does on
+    the snapshot (``lsa.published.RERENDER``: it saves what it computes, into a scratch output
+    root), then the snapshot takes the new claims, gates, figures, executed notebooks and
+    section files, its notebooks' commits, STAMP.md's provenance line, a results page that
+    lists what moved against the claims it had, and its manifest's checksums; its runs and
+    their record stay. ``dest``: a copy of the snapshot to write instead (the tests')."""
+    import os
+    import tempfile
+
+    import papermill as pm
+    from tqdm.auto import tqdm
+
+    from lsa.config import load_config
+
+    source = destination(profile)
+    snapshot = published.load(profile)  # every file against its checksum
+    if snapshot is None:
+        raise NotPublishable(f"{files.shell_path(source)} holds no snapshot with run files: "
+                             f"publish one (make reproduce PROFILE={profile}, make publish)")
+    if "bases" in snapshot.manifest:
+        raise NotPublishable(f"{profile}: the study's snapshot is published from its kept "
+                             "blocks (make reproduce PROFILE=study, then make publish)")
+    dest = dest or source
+    pipe = load_config(profile=profile)
+    with tempfile.TemporaryDirectory(prefix=f"lsa-rerender-{profile}-") as tmp:
+        root = Path(tmp)
+        saved = {k: os.environ.get(k) for k in ("LSA_OUTPUT_ROOT", published.RERENDER)}
+        os.environ.update({"LSA_OUTPUT_ROOT": str(root), published.RERENDER: "1"})
+        try:  # config order: the report after the sections it gathers
+            for key, spec in tqdm(pipe.sections.items(), desc=f"rerender {profile}"):
+                out = paths.executed_notebook(profile, key)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    pm.execute_notebook(str(paths.NOTEBOOKS / spec.notebook), str(out),
+                                        parameters={"profile": profile}, kernel_name="python3",
+                                        progress_bar=False, cwd=str(paths.NOTEBOOKS))
+                except pm.PapermillExecutionError as exc:
+                    raise NotPublishable(
+                        f"{spec.notebook} stopped ({exc.ename}: {exc.evalue.splitlines()[0]}); "
+                        "nothing of the snapshot changed (a section whose runs the snapshot "
+                        "lacks under this configuration: other input files, such as "
+                        "$LSA_DATA_DIR's bAbI, give other run ids)") from exc
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        _take_rendered(profile, pipe, root, dest)
+    return dest
+
+
+def _take_rendered(profile: str, pipe, root: Path, dest: Path) -> None:
+    """Move what ``rerender`` rendered under the scratch output ``root`` into the snapshot at
+    ``dest`` (see ``rerender``)."""
+    results, figures_dir = root / "results" / profile, root / "figures" / profile
+    previous = dest / ".claims.previous.csv"
+    shutil.copy2(dest / "claims.csv", previous)
+    for ext in ("md", "csv"):
+        shutil.copy2(results / REPORT / f"claims.{ext}", dest / f"claims.{ext}")
+    report = files.read_json(results / REPORT / "metrics.json")
+    if "gates" in report:
+        files.write_json(dest / "gates.json", report["gates"])
+    for png in (dest / "figures").glob("*.png"):
+        png.unlink()
+    for png in sorted(figures_dir.glob("*.png")):
+        shutil.copy2(png, dest / "figures" / png.name)
+    by_hash = {hashlib.sha256(png.read_bytes()).hexdigest(): png.name
+               for png in (dest / "figures").glob("*.png")}
+    for nb in sorted((results / "notebooks").glob("*.ipynb")):
+        _copy_notebook(nb, dest / "notebooks" / nb.name, by_hash)
+    written = []
+    for key in pipe.sections:
+        out = dest / "sections" / key
+        written.append(files.write_packed(out / "metrics.json",
+                                          (results / key / "metrics.json").read_bytes()))
+        written.append(files.atomic_write_text(out / "run_info.json",
+                                               (results / key / "run_info.json").read_text()))
+    commit = files.read_json(results / REPORT / "run_info.json").get("git_commit")
+    stamp = files.read_json(dest / "stamp.json")
+    stamp.update(commit=commit, notebook_commits=published.notebook_commits(dest),
+                 rendered_again_utc=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+    files.write_json(dest / "stamp.json", stamp)
+    manifest = published.with_files(files.read_json(dest / published.MANIFEST), written, dest)
+    files.write_json(dest / published.MANIFEST, {
+        **manifest, "commit": commit, "notebook_commits": stamp["notebook_commits"]})
+    page = dest / "STAMP.md"
+    text = re.sub(r"^- runs made by .*?\(`[0-9a-f]+(?:-dirty)?`\)",
+                  lambda _: f"- {provenance(stamp)} (`{commit}`)", page.read_text(), count=1,
+                  flags=re.M)
+    note = (f"- rendered again from its run files on {stamp['rendered_again_utc'][:10]} "
+            f"(`lsa publish --rerender`, nothing trained)")
+    text = re.sub(r"^- rendered again from its run files .*$\n?", "", text, flags=re.M)
+    files.atomic_write_text(page, text.replace("\n- run finished:",
+                                               f"\n{note}\n- run finished:", 1))
+    files.atomic_write_text(dest / "RESULTS.md", results_markdown(dest, previous))
+    previous.unlink()
+    files.atomic_write_text(dest.parent / "README.md", results_index(dest.parent))
+    if dest == destination(profile):
+        generated.rewrite()
+
+
 def study_stamp_markdown(stamp: dict[str, Any]) -> str:
     """The study's STAMP.md: its commits, machine and time summed over its kept bases."""
     rep, mach = stamp["reproduce"], stamp["machine"]

@@ -43,6 +43,20 @@ class SnapshotDamaged(files.DamagedFile):
     """A published file is missing or differs from the manifest's checksum."""
 
 
+#: set (to 1) while ``lsa publish --rerender`` runs a snapshot's notebooks again: a notebook
+#: reads the snapshot's runs as a reader's does, and saves its results, which become the
+#: snapshot's (``rerendering``)
+RERENDER = "LSA_RERENDER"
+
+
+def rerendering() -> bool:
+    """Whether this process renders a published snapshot again (``RERENDER``): its notebooks
+    save what they compute from the snapshot's runs, and the report gathers those."""
+    import os
+
+    return os.environ.get(RERENDER) == "1"
+
+
 def folder(profile: str) -> Path:
     """The committed snapshot of ``profile`` (``docs/results/<profile>/``)."""
     from lsa import runs

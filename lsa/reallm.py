@@ -19,6 +19,7 @@ not depend on their values. One process at a time, at the threads a job uses.
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import time
@@ -176,3 +177,81 @@ def main(args) -> int:
     print(text)
     print(f"written to {out} and {out.with_suffix('.md')}")
     return 0
+
+
+# --- the design's cost and seeds, from stage 0's measurements (docs/real_lm.md) --------------
+
+#: the arms of the primary comparison: the paper's objective and its same-cost control
+ARMS = ("ce_both", "sce_0.1")
+#: the evaluation lengths, as multiples of the fine-tuning window (all inside SmolLM2's own
+#: positions at a window of at most 2048)
+EVAL_MULTIPLES = (1, 2, 4)
+#: held-out sequences per evaluation length and run
+EVAL_SEQUENCES = 64
+#: the candidate designs costed: (window, mode, optimizer steps per run, seeds per arm)
+CANDIDATES = ((1024, "full", 200, 8), (1024, "lora", 200, 8), (1024, "full", 100, 8),
+              (2048, "lora", 100, 8), (512, "full", 400, 8), (1024, "full", 200, 12))
+#: the smallest effect of interest: the paper's own EABF effect, ln(6.01 / 5.91) nats
+#: (Table 2, LongBench-E perplexity of EABF with CE and with CE + 0.1 misalignment)
+SESOI = math.log(6.01 / 5.91)
+
+
+def read_bench(folder) -> dict[str, Any]:
+    """Stage 0's cost measurements (``bench real-lm``'s JSON files in ``folder``), merged:
+    ``train`` rows and ``seconds_per_sequence`` by length."""
+    from pathlib import Path
+
+    train, evaluation = [], {}
+    for path in sorted(Path(folder).glob("*.json")):
+        found = json.loads(path.read_text())
+        train += found["train"]
+        evaluation.update(found["evaluation"]["seconds_per_sequence"])
+    return {"train": train, "seconds_per_sequence": {int(k): v for k, v in evaluation.items()}}
+
+
+def design_cost(bench: dict[str, Any], window: int, mode: str, steps: int, seeds: int
+                ) -> dict[str, float]:
+    """Hours on the measuring machine (both of its cores) of one design: every arm's runs
+    (``seeds`` each, ``steps`` optimizer steps of one sequence at the measured seconds per
+    step), then each run's evaluation and the base model's (``EVAL_SEQUENCES`` sequences at
+    each of ``EVAL_MULTIPLES`` of the window)."""
+    step = {r["objective"]: r["seconds_per_step"] for r in bench["train"]
+            if r["window"] == window and r["mode"] == mode}
+    missing = [a for a in ARMS if a not in step]
+    if missing:
+        raise KeyError(f"window {window}, {mode}: stage 0 did not measure {missing}")
+    train_s = sum(step[a] for a in ARMS) * steps * seeds
+    per_run = EVAL_SEQUENCES * sum(bench["seconds_per_sequence"][m * window]
+                                   for m in EVAL_MULTIPLES)
+    eval_s = per_run * (len(ARMS) * seeds + 1)
+    return {"train_h": train_s / 3600, "eval_h": eval_s / 3600,
+            "total_h": (train_s + eval_s) / 3600}
+
+
+def costs_markdown(bench: dict[str, Any]) -> str:
+    """The candidate designs' hours (``design_cost``) as a table."""
+    lines = ["| window | mode | steps per run | seeds per arm | training (h) | evaluation (h) | "
+             "total (h, 2 cores) |", "|---|---|---|---|---|---|---|"]
+    for window, mode, steps, seeds in CANDIDATES:
+        c = design_cost(bench, window, mode, steps, seeds)
+        lines.append(f"| {window} | {mode} | {steps} | {seeds} | {c['train_h']:.1f} | "
+                     f"{c['eval_h']:.1f} | {c['total_h']:.1f} |")
+    return "\n".join(lines)
+
+
+#: standard deviations of the paired difference the power table spans, until stage 0
+#: measures it (nats)
+SPREADS = (0.005, 0.01, 0.015, 0.02, 0.03)
+
+
+def power_markdown() -> str:
+    """Seeds per arm a paired two-sided t-test at 5 % needs for 80 % power against ``SESOI``,
+    at each standard deviation of ``SPREADS`` (``lsa.stats.seeds_for_power``)."""
+    from lsa.stats import seeds_for_power
+
+    lines = ["| SD of the paired difference (nats) | seeds per arm for 80 % power |",
+             "|---|---|"]
+    for sd in SPREADS:
+        n = seeds_for_power(sd, SESOI)
+        lines.append(f"| {sd:g} | {n if n is not None else 'more than 1000'} |")
+    return "\n".join(lines)

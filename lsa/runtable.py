@@ -535,14 +535,16 @@ def read_tables(pipe: PipelineConfig, plan: RunSet, tables: list[str]) -> RunTab
 def read_sections(pipe: PipelineConfig, plan: RunSet) -> dict[str, dict[str, Any]]:
     """The report's inputs: each section of ``report.sections`` that has results, by key, with
     its ``metrics.json`` (``metrics``) and ``run_info.json`` (``run_info``), in that order:
-    the profile's, or a published snapshot's where the plan reads one (``lsa.published``)."""
+    the profile's, or a published snapshot's where the plan reads one (``lsa.published``) and
+    the snapshot is not being rendered again (then the sections just rendered)."""
     import json
 
-    from lsa import files, paths
+    from lsa import files, paths, published
 
     out = {}
     for key in pipe.report.sections:
-        folder = (plan.root.parent / "sections" / key if plan.root is not None
+        folder = (plan.root.parent / "sections" / key
+                  if plan.root is not None and not published.rerendering()
                   else paths.section_dir(pipe.profile, key))
         if files.exists(folder / "metrics.json"):
             out[key] = {"metrics": json.loads(files.read_text(folder / "metrics.json")),

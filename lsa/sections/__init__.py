@@ -170,10 +170,10 @@ def save_figure(setup: Setup, result: Result, fig, name: str) -> None:
     """Check ``fig`` (``lsa.plots.check_figure``: labels, one legend, nothing over the data),
     save it as ``figures/<profile>/<name>.png`` and ``.pdf`` (not on a published snapshot's
     results: ``Setup.snapshot``) and record it."""
-    from lsa import plots
+    from lsa import plots, published
 
     plots.check_figure(fig, name)
-    if setup.snapshot is None:
+    if setup.snapshot is None or published.rerendering():
         plots.savefig(fig, name, setup.profile)
     result.figures.append(name)
 
@@ -183,10 +183,10 @@ def save(setup: Setup, result: Result, claims_table: bool = True) -> Path | None
     ``run_info.json`` (the settings it used, the pipeline's seed, provenance); returns the
     metrics file. On a published snapshot's results (``Setup.snapshot``) nothing: they are
     the snapshot's, not a run made here."""
-    from lsa import files
+    from lsa import files, published
     from lsa.claims import claims_table as table_of
 
-    if setup.snapshot is not None:
+    if setup.snapshot is not None and not published.rerendering():
         print(f"not saved: these are the {setup.snapshot.describe()}")
         return None
 

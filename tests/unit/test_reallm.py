@@ -41,3 +41,38 @@ def test_the_evaluation_times_each_length_and_the_page_lists_every_cell():
     page = reallm.markdown("scratch", {"train": [cell], "evaluation": found}, 1, 2)
     assert "| 16 | full | ce_a | 16 | 0.50 | 31.25 | 400 | 1,000 |" in page
     assert "| 32 |" in page
+
+
+def test_a_designs_cost_is_its_arms_steps_and_evaluations_by_hand():
+    """docs/real_lm.md's costs (lsa.reallm.design_cost): two arms x steps x seeds at their
+    seconds per step, then every run's and the base model's evaluation at 1x, 2x and 4x."""
+    from lsa import reallm
+
+    bench = {"train": [{"window": 8, "mode": "full", "objective": "ce_both",
+                        "seconds_per_step": 2.0},
+                       {"window": 8, "mode": "full", "objective": "sce_0.1",
+                        "seconds_per_step": 3.0},
+                       {"window": 8, "mode": "lora", "objective": "ce_both",
+                        "seconds_per_step": 1.0}],
+             "seconds_per_sequence": {8: 1.0, 16: 2.0, 32: 4.0}}
+    cost = reallm.design_cost(bench, 8, "full", steps=10, seeds=3)
+    assert cost["train_h"] * 3600 == (2.0 + 3.0) * 10 * 3
+    assert cost["eval_h"] * 3600 == reallm.EVAL_SEQUENCES * (1 + 2 + 4) * (2 * 3 + 1)
+    assert cost["total_h"] == pytest.approx(cost["train_h"] + cost["eval_h"], rel=1e-12)
+    with pytest.raises(KeyError, match="did not measure"):
+        reallm.design_cost(bench, 8, "lora", steps=10, seeds=3)
+
+
+def test_the_power_table_grows_with_the_spread_and_matches_statsmodels():
+    from statsmodels.stats.power import TTestPower
+
+    from lsa import reallm
+
+    rows = [line.split("|")[1:3] for line in reallm.power_markdown().splitlines()[2:]]
+    seeds = [int(n) for _, n in rows]
+    assert seeds == sorted(seeds) and len(seeds) == len(reallm.SPREADS)
+    for sd, n in zip(reallm.SPREADS, seeds):
+        power = TTestPower().power(effect_size=reallm.SESOI / sd, nobs=n, alpha=0.05)
+        below = TTestPower().power(effect_size=reallm.SESOI / sd, nobs=n - 1, alpha=0.05)
+        assert power >= 0.8 and (n == 2 or below < 0.8)
+    assert abs(reallm.SESOI - 0.01678) < 1e-5  # ln(6.01 / 5.91), the paper's EABF effect

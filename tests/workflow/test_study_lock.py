@@ -11,6 +11,7 @@ import pytest
 
 from lsa import freeze, paths
 from lsa.config import load_config
+from lsa.pipeline import workflow_settings
 
 LOCK = freeze.read()
 pytestmark = pytest.mark.skipif(LOCK is None, reason="the study is not frozen yet")
@@ -73,3 +74,34 @@ def test_the_document_is_the_frozen_one_and_every_kept_run_descends_from_the_fre
         run_commit = entry["commit"]
         assert not run_commit.endswith("-dirty"), f"a kept run was made from a dirty tree: {entry}"
         assert git("merge-base", "--is-ancestor", commit, run_commit).returncode == 0, entry
+
+
+def test_another_preregistration_freezes_with_its_own_document_analysis_and_profile(tmp_path):
+    """Issue 75: the freeze is not tied to the study's document and profile. A stand-in
+    pre-registration in a temporary folder, with an analysis file and the run modules of
+    ``finetune`` runs, is locked; editing the document, the analysis or a run module, or a
+    setting of its profile, is named; a setting it leaves out is not."""
+    import dataclasses
+
+    for name in ["docs/design.md", "lsa/design_analysis.py",
+                 *(f"lsa/{m}" for m in workflow_settings().modules_of("finetune"))]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"stand-in {name}\n")
+    mine = freeze.Freeze(tmp_path / "docs" / "design.lock", "docs/design.md",
+                         ("lsa/design_analysis.py",), ("finetune",), "mini",
+                         ("seed", "finetune"), {"finetune": ("steps_note",)}, tmp_path)
+    pipe = load_config(profile="mini")
+    lock = freeze.write(pipe, "c" * 40, freeze=mine)
+    assert (tmp_path / "docs" / "design.lock").exists() and not freeze.STUDY.lock == mine.lock
+    assert freeze.read(mine.lock) == lock and freeze.changed(pipe, lock, mine) == []
+    assert set(lock["files"]) == {"docs/design.md", "lsa/design_analysis.py",
+                                  *(f"lsa/{m}" for m in workflow_settings().modules_of(
+                                      "finetune"))}
+    (tmp_path / "docs" / "design.md").write_text("edited after the freeze\n")
+    (tmp_path / "lsa" / "train.py").write_text("a fix during the study\n")
+    assert freeze.changed(pipe, lock, mine) == ["docs/design.md", "lsa/train.py"]
+    seeded = dataclasses.replace(pipe, seed=pipe.seed + 1)
+    assert freeze.changed(seeded, lock, mine)[-1] == \
+        "config/config.yaml (the mini profile's settings)"
+    # the study's own freeze reads as before
+    assert freeze.locked_files() == freeze.locked_files(freeze.STUDY)

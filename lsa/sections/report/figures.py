@@ -15,8 +15,12 @@ if TYPE_CHECKING:
 
 def gallery(setup: Setup, result: Result) -> list[tuple[str, str, Path]]:
     """(section, figure name, PNG) of every figure the found sections saved (a published
-    snapshot's figures where the report reads one)."""
-    where = (setup.snapshot.root / "figures" if setup.snapshot is not None
+    snapshot's figures where the report reads one, but for a snapshot rendered again: the
+    figures just drawn)."""
+    from lsa import published
+
+    where = (setup.snapshot.root / "figures"
+             if setup.snapshot is not None and not published.rerendering()
              else paths.figures_dir(setup.profile))
     return [(s, name, where / f"{name}.png")
             for s, names in result.section_figures.items() for name in names]
