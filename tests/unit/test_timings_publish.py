@@ -391,3 +391,31 @@ def test_publish_states_the_measured_tolerance_and_marks_what_it_could_change(
     sensitive = results[results.index("## Machine-sensitive verdicts"):
                         results.index(publish.MOVED)]
     assert "| A1.1 " in sensitive and "verdict moved" in sensitive
+
+
+def test_rerender_refuses_the_study_and_stops_whole_when_a_notebook_stops(tmp_path,
+                                                                           monkeypatch):
+    """``lsa publish --rerender``: the study's snapshot is published from its kept blocks (a
+    refusal, nothing run); a notebook that stops (a section whose runs the snapshot lacks here)
+    stops it with one line naming the notebook, and the snapshot is as it was."""
+    import shutil
+
+    import papermill as pm
+
+    with pytest.raises(publish.NotPublishable, match="kept blocks"):
+        publish.rerender("study")
+    dest = tmp_path / "mini"
+    shutil.copytree(published.folder("mini"), dest)
+    before = {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+
+    def stops(notebook, out, **kwargs):
+        raise pm.PapermillExecutionError(0, 1, "drive(setup)", "ConfigError",
+                                         "runs lacking\nmore", [])
+
+    monkeypatch.setattr(pm, "execute_notebook", stops)
+    with pytest.raises(publish.NotPublishable, match=r"01_synthetic_study.ipynb stopped "
+                                                      r"\(ConfigError: runs lacking\)"):
+        publish.rerender("mini", dest=dest)
+    assert {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()} == \
+        before
+    assert os.environ.get(published.RERENDER) is None  # the scratch setting undone
