@@ -653,6 +653,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", choices=["smollm2", "scratch"],
                    help="real-lm: SmolLM2-135M from its wheel (default) or a scratch stand-in")
     p.add_argument("--windows", help="real-lm: fine-tuning windows (default 512,1024,2048)")
+    p.add_argument("--length-profile", metavar="LENGTHS",
+                   help="real-lm: instead, the model's NLL on the held-out books at these "
+                        "lengths (each dividing the longest) and its copy probe at the "
+                        "shortest")
     p.add_argument("--window", type=int, help=argparse.SUPPRESS)
     p.add_argument("--mode", choices=["full", "lora"], help=argparse.SUPPRESS)
     p.add_argument("--objective", help=argparse.SUPPRESS)

@@ -105,6 +105,71 @@ def eval_child(model_name: str, lengths: list[int]) -> dict:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+#: the length profile's chunks of the longest length, copy probes and span (tokens)
+PROFILE_CHUNKS, PROFILE_PROBES, PROFILE_SPAN = 8, 32, 16
+
+
+def test_stream(model_name: str, tokenizer=None):
+    """The held-out books (``mini``'s test split) in the model's own tokens; for the scratch
+    stand-in, a seeded stream of random tokens of its vocabulary (the tests: no books)."""
+    import numpy as np
+
+    from lsa.data.tokens import TokenStream
+
+    if model_name == "scratch":
+        ids = np.random.default_rng(0).integers(1, SCRATCH["vocab_size"], 40_000)
+        return TokenStream(ids.astype(np.int64), "scratch-test")
+    from lsa import paths
+    from lsa.config import load_config
+    from lsa.data.corpus import book_texts
+
+    texts, _ = book_texts(load_config(profile="mini").pretrain.data, ("test",))
+    return TokenStream.build(tokenizer, texts["test"], paths.CACHE / "tokens",
+                             f"test-{model_name}")
+
+
+def profile_child(model_name: str, lengths: list[int], chunks: int, probes: int, span: int,
+                  seed: int) -> dict[str, Any]:
+    """Stage 0's length profile: the model's per-token NLL on the held-out books at each of
+    ``lengths`` (``lsa.evaluate.perplexity``: ``chunks`` chunks of the longest, every length
+    on the same tokens) and its copy probe at the shortest (``probes`` probes of ``span``
+    tokens, with their control: the G1 question, whether the far occurrence lowers the NLL)."""
+    import torch
+
+    from lsa.evaluate.longrange import copy_retrieval
+    from lsa.evaluate.perplexity import perplexity
+
+    torch.manual_seed(seed)
+    if model_name == "smollm2":
+        from lsa.models import load_smollm2
+
+        model, tokenizer = load_smollm2()
+    else:
+        model, tokenizer = load(model_name), None
+    stream = test_stream(model_name, tokenizer)
+    nll = perplexity(model.eval(), stream, lengths, max_chunks=chunks)
+    copy = copy_retrieval(model, stream, [min(lengths)], probes, span, seed, control=True)
+    return {"positions": positions(model), "tokens": len(stream),
+            "nll": {str(k): {"nll": v["nll"], "tokens": v["tokens"], "chunks": v["chunks"]}
+                    for k, v in nll.items()},
+            "copy": {str(k): {key: v[key] for key in ("copy_nll", "control_nll", "gain",
+                                                       "gain_stderr", "n", "distance")}
+                     for k, v in copy.items()}}
+
+
+def profile_markdown(result: dict[str, Any]) -> str:
+    lines = ["| length | per-token NLL (nats) | tokens scored |", "|---|---|---|"]
+    for length, row in result["nll"].items():
+        lines.append(f"| {length} | {row['nll']:.4f} | {row['tokens']} |")
+    lines += ["", "| window | copy NLL | control NLL | gain (control - copy) | probes | "
+              "distance |", "|---|---|---|---|---|---|"]
+    for length, row in result["copy"].items():
+        lines.append(f"| {length} | {row['copy_nll']:.3f} | {row['control_nll']:.3f} | "
+                     f"{row['gain']:+.3f} ± {row['gain_stderr']:.3f} | {row['n']} | "
+                     f"{row['distance'][0]}-{row['distance'][1]} |")
+    return "\n".join(lines) + "\n"
+
+
 def measure(model: str, windows: list[int], steps: int, threads: int,
             progress: bool = True) -> dict[str, Any]:
     from tqdm.auto import tqdm
@@ -158,6 +223,25 @@ def main(args) -> int:
     from lsa import paths
     from lsa.files import device_info, write_json
 
+    if args.length_profile:  # stage 0's length profile and copy probe, one process
+        torch.set_num_threads(threads)
+        lengths = [int(x) for x in args.length_profile.split(",")]
+        found = profile_child(model, lengths, chunks=PROFILE_CHUNKS, probes=PROFILE_PROBES,
+                              span=PROFILE_SPAN, seed=0)
+        out = paths.output_root() / "results" / "bench" / f"real-lm-{model}-lengths.json"
+        write_json(out, {"model": model, "lengths": lengths, "threads": threads, **found,
+                         "device": device_info()})
+        text = (f"# Length profile of `{model}` on the held-out books\n\nMeasured by `python "
+                f"-m lsa bench real-lm --model {model} --length-profile "
+                f"{args.length_profile}` ({threads} threads; {PROFILE_CHUNKS} chunks of the "
+                f"longest length, every length on the same tokens; {PROFILE_PROBES} copy probes "
+                f"of {PROFILE_SPAN} tokens at the shortest).\n\n" + profile_markdown(found))
+        from lsa.generated import write_page
+
+        write_page(out.with_suffix(".md"), "bench-real-lm-lengths", text)
+        print(text)
+        print(f"written to {out} and {out.with_suffix('.md')}")
+        return 0
     windows = [int(x) for x in (args.windows or "512,1024,2048").split(",")]
     limit = positions(load(model))
     if 4 * max(windows) > limit:

@@ -76,3 +76,29 @@ def test_the_power_table_grows_with_the_spread_and_matches_statsmodels():
         below = TTestPower().power(effect_size=reallm.SESOI / sd, nobs=n - 1, alpha=0.05)
         assert power >= 0.8 and (n == 2 or below < 0.8)
     assert abs(reallm.SESOI - 0.01678) < 1e-5  # ln(6.01 / 5.91), the paper's EABF effect
+
+
+def test_the_length_profile_scores_every_length_on_the_same_tokens_and_probes_the_copy(
+        out_root, capsys):
+    """Stage 0's length profile (``bench real-lm --length-profile``) on the scratch stand-in:
+    each length's NLL over the same span of tokens, the copy probe with its control at the
+    shortest length, written as JSON and a page whose measured part is its bench block."""
+    import json
+
+    from lsa.__main__ import main
+    from lsa.evaluate.perplexity import perplexity
+    from lsa.reallm import PROFILE_CHUNKS, load, test_stream
+
+    assert main(["bench", "real-lm", "--model", "scratch", "--length-profile", "64,128",
+                 "--threads", "1"]) == 0
+    out = out_root / "results" / "bench" / "real-lm-scratch-lengths.json"
+    found = json.loads(out.read_text())
+    assert list(found["nll"]) == ["64", "128"]
+    assert found["nll"]["64"]["tokens"] == PROFILE_CHUNKS * 128 - 2 * PROFILE_CHUNKS * 1  # L-1 each
+    again = perplexity(load("scratch").eval(), test_stream("scratch"), [64, 128],
+                       max_chunks=PROFILE_CHUNKS)
+    assert found["nll"]["128"]["nll"] == again[128]["nll"]  # seeded model, same tokens
+    copy = found["copy"]["64"]
+    assert copy["gain"] == pytest.approx(copy["control_nll"] - copy["copy_nll"], abs=1e-9)
+    page = out.with_suffix(".md").read_text()
+    assert "<!-- generated: bench-real-lm-lengths -->" in page and "| 128 |" in page
