@@ -20,12 +20,15 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from lsa.stats import (
+    AGREES,
     CONTROL_OUTCOMES,
     EDGE,
     EXCLUDES_ZERO,
     NOT_RUN,
     PAPER_VERDICTS,
     PREMISE_NOT_MET,
+    SMALLER,
+    UNDERPOWERED,
     Verdict,
     edge_distance,
     interval_p,
@@ -267,42 +270,102 @@ COLUMNS = ["id", "section", "kind", "origin", "method", "claim", "paper", "grade
 ALPHA = 0.05
 
 
-def holm_family(table):
-    """The rows Holm's correction is taken over: the paper's claims as it ran them (origin
-    ``paper``) judged on an interval (a finite ``p``; neither "premise not met" nor "not
-    run")."""
-    return (table["origin"] == "paper") & table["p"].notna() \
-        & ~table["verdict"].isin([PREMISE_NOT_MET, NOT_RUN])
+#: the declared Holm families (``docs/methods.md``, "One verdict rule"): each origin of
+#: claims judged on an interval is one family, by its name; the project's controls, Section
+#: 3's threshold checks and the study (its own families, ``lsa.study``) are outside them
+FAMILIES: dict[str, str] = {"paper": "the paper's claims", "extension": "the extensions",
+                            "reading": "our readings", "check": "the manipulation checks",
+                            "objection": "the reviews' objections"}
+#: how a claim's evidence keeps the verdict its family's correction replaced
+FAMILY_NOTE = "[{verdict} before Holm's correction in {family} (Holm p {p_holm:.3g})]"
+
+
+def in_families(table):
+    """The rows of a declared family (``FAMILIES``) judged on an interval: a finite ``p``,
+    neither "premise not met" nor "not run"."""
+    return (table["origin"].isin(list(FAMILIES)) & table["p"].notna()
+            & ~table["verdict"].isin([PREMISE_NOT_MET, NOT_RUN]))
+
+
+def holm_family(table, origin: str = "paper"):
+    """The rows of the family of ``origin`` (``in_families``): the paper's claims as it ran
+    them by default."""
+    return in_families(table) & (table["origin"] == origin)
 
 
 def with_holm(table):
     """``table`` with ``p_holm``: Holm's step-down adjustment (statsmodels ``multipletests``)
-    of the p-values of ``holm_family``, NaN elsewhere."""
+    of the p-values of each declared family (``holm_family`` of each origin of ``FAMILIES``),
+    NaN elsewhere."""
     from statsmodels.stats.multitest import multipletests
 
     table = table.copy()
-    family = holm_family(table)
     table["p_holm"] = math.nan
-    if family.any():
-        table.loc[family, "p_holm"] = multipletests(table.loc[family, "p"].astype(float),
-                                                    alpha=ALPHA, method="holm")[1]
+    for origin in FAMILIES:
+        family = holm_family(table, origin)
+        if family.any():
+            table.loc[family, "p_holm"] = multipletests(table.loc[family, "p"].astype(float),
+                                                        alpha=ALPHA, method="holm")[1]
     return table
 
 
+def family_verdict(verdict: str, low: float, high: float, direction: float,
+                   paper_effect: float) -> str:
+    """What a claim of a family reads where its Holm p is ``ALPHA`` or more (``docs/methods.md``,
+    "One verdict rule"). A verdict that rests on the interval excluding 0 (``EXCLUDES_ZERO``)
+    does not stand: the claim reads as an interval that holds 0 does, "smaller than the
+    paper's effect" where its end on the paper's side still lies below the paper's effect
+    (that exclusion is a test of its own, at the interval's level) and "underpowered"
+    otherwise; so an "agrees in direction, smaller" reads "smaller than the paper's effect".
+    An equivalence claim (no direction: its p is the TOST p of lying inside the margin) that
+    "agrees" reads "underpowered". Every other verdict stands."""
+    if not math.isfinite(direction):
+        return UNDERPOWERED if verdict == AGREES else verdict
+    if verdict not in EXCLUDES_ZERO:
+        return verdict
+    hi = max(direction * low, direction * high)
+    size = abs(paper_effect) if math.isfinite(paper_effect) and paper_effect != 0 else None
+    return SMALLER if size is not None and hi < size else UNDERPOWERED
+
+
+def with_family_rule(table):
+    """``table`` (with ``p_holm``: ``with_holm``) under the one verdict rule: every claim of a
+    declared family whose Holm p is ``ALPHA`` or more reads ``family_verdict``, its evidence
+    keeping the verdict it replaced (``FAMILY_NOTE``)."""
+    table = table.copy()
+    failing = in_families(table) & (table["p_holm"].astype(float) >= ALPHA)
+    for i in table.index[failing]:
+        row = table.loc[i]
+        new = family_verdict(row["verdict"], float(row["low"]), float(row["high"]),
+                             float(row["direction"]), float(row["paper_effect"]))
+        if new != row["verdict"]:
+            note = FAMILY_NOTE.format(verdict=row["verdict"], family=FAMILIES[row["origin"]],
+                                      p_holm=float(row["p_holm"]))
+            table.at[i, "evidence"] = f"{row['evidence']} {note}".strip()
+            table.at[i, "verdict"] = new
+    return table
+
+
+def moved_by_family_rule(table) -> list[str]:
+    """The ids of the claims whose verdict the family rule replaced (their evidence says so)."""
+    marker = FAMILY_NOTE.split("{")[0]
+    return [str(i) for i, e in zip(table["id"], table["evidence"].astype(str)) if marker in e
+            and "before Holm's correction" in e]
+
+
 def holm_sentence(table) -> str:
-    """The headline counts after Holm's correction: of the paper's verdicts that exclude 0,
-    how many stand at the family level, and which fall (a table without ``p_holm``: "")."""
+    """The one verdict rule's outcome in words: Holm's correction within each declared family,
+    and the claims whose verdict it replaced (a table without ``p_holm``: "")."""
     if "p_holm" not in table or table["p_holm"].isna().all():
         return ""
-    family = holm_family(table)
-    rows = table[family & table["verdict"].isin(EXCLUDES_ZERO)]
-    fall = rows[rows["p_holm"] >= ALPHA]
-    by_verdict = rows.assign(stands=rows["p_holm"] < ALPHA).groupby("verdict")["stands"]
-    parts = ", ".join(f"{int(v.sum())} of {len(v)} {k}" for k, v in by_verdict)
-    return (f"Holm's correction over the {int(family.sum())} claims of the paper judged on an "
-            f"interval (family-wise {ALPHA:.0%}): {len(rows) - len(fall)} of the {len(rows)} "
-            f"verdicts that exclude 0 stand ({parts or 'none'})"
-            + (f"; these fall: {', '.join(fall['id'])}" if len(fall) else ""))
+    sizes = ", ".join(f"{FAMILIES[o]} {int(holm_family(table, o).sum())}" for o in FAMILIES
+                      if holm_family(table, o).any())
+    moved = moved_by_family_rule(table)
+    return (f"Holm's correction within each declared family (family-wise {ALPHA:.0%}; claims "
+            f"judged on an interval: {sizes}): a verdict that excludes 0 stands only at a Holm "
+            f"p below {ALPHA}; "
+            + (f"{len(moved)} did not and read otherwise: {', '.join(moved)}" if moved
+               else "every one does"))
 
 
 def display(table):

@@ -25,8 +25,8 @@ REANALYSED["mini-full"] = REANALYSED["mini"]
 
 
 def reanalyse(profile: str) -> dict:
-    """The claims, gates and section metrics (timings aside) of ``profile``'s published
-    snapshot re-analysed in this process (set ``LSA_OUTPUT_ROOT`` to an empty folder and
+    """The claims (under the report's one verdict rule), gates and section metrics (timings
+    aside) of ``profile``'s published snapshot re-analysed in this process (set ``LSA_OUTPUT_ROOT`` to an empty folder and
     unset ``LSA_DATA_DIR`` first: nothing is made, nothing saved), as JSON gives them back."""
     import json
 
@@ -42,6 +42,11 @@ def reanalyse(profile: str) -> dict:
         out["claims"] += result.claims
         out["gates"][key] = result.metrics.get("gates")
         out["metrics"][key] = stable(result.metrics)
+    if profile != "study":  # the report's one verdict rule over the sections' claims
+        from lsa.claims import claims_table, with_family_rule, with_holm
+
+        table = with_family_rule(with_holm(claims_table(out["claims"])))
+        out["claims"] = table.to_dict(orient="records")
     return json.loads(json.dumps(out, default=str))
 
 

@@ -312,21 +312,57 @@ def _claim(id, verdict, p, kind="paper", edge=0.5):
                  kind=kind, low=-1.0, high=1.0, edge=edge, p=p).to_dict()
 
 
-def test_holm_by_hand_over_the_papers_interval_verdicts_only():
-    from lsa.claims import claims_table, holm_sentence, with_holm
+def test_holm_by_hand_within_each_family_and_the_one_verdict_rule():
+    """Issue 74, item 3: Holm's correction within each declared family (the paper's claims,
+    extensions, ...), never across them; controls and rows without an interval outside; a
+    verdict that excludes 0 at a Holm p of 0.05 or more reads as an interval that holds 0
+    (smaller than the paper's effect where it still excludes it, else underpowered), its
+    evidence keeping the verdict it replaced; an equivalence claim's agrees reads underpowered."""
+    from lsa.claims import (
+        claims_table,
+        family_verdict,
+        holm_sentence,
+        moved_by_family_rule,
+        with_family_rule,
+        with_holm,
+    )
+
+    def judged(id, verdict, p, **more):  # an interval [-1, 1] read in the paper's direction
+        return {**_claim(id, verdict, p), "direction": 1.0, **more}
 
     table = with_holm(claims_table([
-        _claim("a", stats.AGREES, 0.01), _claim("b", stats.DISAGREES, 0.04),
-        _claim("c", stats.AGREES_NO_SIZE, 0.03), _claim("d", stats.SMALLER, math.nan),
-        _claim("e", stats.PREMISE_NOT_MET, 0.001), _claim("f", "helps", 0.001, kind="control")]))
-    # sorted 0.01, 0.03, 0.04: x3, x2, x1, then running maximum: 0.03, 0.06, 0.06
-    assert table.set_index("id")["p_holm"][["a", "c", "b"]].tolist() == pytest.approx(
-        [0.03, 0.06, 0.06])
-    assert table.set_index("id")["p_holm"][["d", "e", "f"]].isna().all()
-    text = holm_sentence(table)
-    assert "over the 3 claims of the paper judged on an interval" in text
-    assert "1 of the 3 verdicts that exclude 0 stand" in text
-    assert text.endswith("these fall: b, c")
+        judged("a", stats.AGREES, 0.01), judged("b", stats.DISAGREES, 0.04),
+        judged("c", stats.AGREES_NO_SIZE, 0.03), judged("d", stats.SMALLER, math.nan),
+        judged("e", stats.PREMISE_NOT_MET, 0.001), _claim("f", "helps", 0.001, kind="control"),
+        judged("x", stats.DISAGREES, 0.02, origin="extension"),
+        judged("y", stats.AGREES, 0.04, origin="extension")]))
+    holm = table.set_index("id")["p_holm"]
+    # the paper's family, sorted 0.01, 0.03, 0.04: x3, x2, x1, then running maximum
+    assert holm[["a", "c", "b"]].tolist() == pytest.approx([0.03, 0.06, 0.06])
+    assert holm[["x", "y"]].tolist() == pytest.approx([0.04, 0.04])  # their own family of two
+    assert holm[["d", "e", "f"]].isna().all()
+    ruled = with_family_rule(table).set_index("id")
+    # b and c fail Holm: b (interval [-1, 1] turned to the paper's side, no size) reads
+    # underpowered; x and y stand in their own family; a stands
+    assert ruled["verdict"][["a", "b", "c", "x", "y"]].tolist() == [
+        stats.AGREES, stats.UNDERPOWERED, stats.UNDERPOWERED, stats.DISAGREES, stats.AGREES]
+    assert "[disagrees before Holm's correction in the paper's claims (Holm p 0.06)]" in \
+        ruled.loc["b", "evidence"]
+    assert moved_by_family_rule(ruled.reset_index()) == ["b", "c"]
+    assert with_family_rule(with_holm(ruled.reset_index()))["verdict"].tolist() == \
+        ruled["verdict"].tolist()  # the rule applied twice changes nothing more
+    text = holm_sentence(ruled.reset_index())
+    assert "the paper's claims 3, the extensions 2" in text
+    assert text.endswith("2 did not and read otherwise: b, c")
+    # by hand: an interval [+0.02, +0.30] on the paper's side (direction -1: [-0.30, -0.02]),
+    # paper effect 0.5: agrees in direction, smaller; failing Holm its end 0.30 < 0.5 still
+    # excludes the paper's effect: smaller than the paper's effect
+    assert family_verdict(stats.AGREES_SMALLER, -0.30, -0.02, -1, -0.5) == stats.SMALLER
+    assert family_verdict(stats.DISAGREES, 0.05, 0.2, -1, -0.5) == stats.SMALLER
+    assert family_verdict(stats.AGREES, -0.6, -0.4, -1, -0.5) == stats.UNDERPOWERED
+    assert family_verdict(stats.SMALLER, -0.2, 0.3, -1, -0.5) == stats.SMALLER  # not decisive
+    assert family_verdict(stats.AGREES, -0.01, 0.01, math.nan, math.nan) == stats.UNDERPOWERED
+    assert family_verdict(stats.DISAGREES, 6.0, 9.0, math.nan, math.nan) == stats.DISAGREES
 
 
 def test_judged_carries_the_numbers_and_display_marks_the_edge():

@@ -361,7 +361,8 @@ def compute_claims(out: Claims, eff: pd.DataFrame, given: ItemInputs) -> None:
             method=m, setting=f"SCE {a:g}", baseline=f"{m} CE, {nearest} steps", column=column,
             sign=-1, origin="objection",
             evidence=f"a review's objection, not the paper's claim (that is A5.P*): not in the "
-            f"paper's Holm family, its own p; {steps} regularized steps vs CE-only {nearest} "
+            f"paper's Holm family but in the objections'; {steps} regularized steps vs CE-only "
+            f"{nearest} "
             f"steps, the run nearest to equal counted work ({equal_steps:.0f} steps: forward "
             "and backward tokens)")
     out.add(eff, id="A5.2", claim=f"CE + {cfg.robust_jeffreys_alpha:g} x Jeffreys against "

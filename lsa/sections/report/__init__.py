@@ -10,7 +10,13 @@ from typing import Any
 
 import pandas as pd
 
-from lsa.claims import claims_table, verdict_counts, verdicts_by_method, with_holm
+from lsa.claims import (
+    claims_table,
+    verdict_counts,
+    verdicts_by_method,
+    with_family_rule,
+    with_holm,
+)
 from lsa.config import PipelineConfig
 from lsa.gates import Gate, gates_table
 from lsa.headline import headline
@@ -39,14 +45,15 @@ class ReportResult(Result):
 
 def analyse(pipe: PipelineConfig, runs: RunTables, gates: list[Gate]) -> ReportResult:
     """The claims of the sections that have results (``runs.sections``, of
-    ``report.sections``) with Holm's correction over the paper's interval verdicts
-    (``lsa.claims.with_holm``), their counts by verdict, their figures and their provenance;
-    the report makes no claim of its own."""
+    ``report.sections``) under the one verdict rule (Holm's correction within each declared
+    family, ``lsa.claims.with_holm``, and the verdicts it replaces, ``with_family_rule``),
+    their counts by verdict, their figures and their provenance; the report makes no claim of
+    its own."""
     runs.need("sections")
     found = list(runs.sections)
     missing = [s for s in pipe.report.sections if s not in found]
-    table = with_holm(claims_table([c for s in found
-                                    for c in runs.sections[s]["metrics"].get("claims", [])]))
+    table = with_family_rule(with_holm(claims_table(
+        [c for s in found for c in runs.sections[s]["metrics"].get("claims", [])])))
     counts, apart = verdict_counts(table)
     return ReportResult(gates=gates_table(gates), claims_table=table,
                         provenance=tables.provenance(runs.sections),
