@@ -26,8 +26,9 @@ REANALYSED["mini-full"] = REANALYSED["mini"]
 
 def reanalyse(profile: str) -> dict:
     """The claims (under the report's one verdict rule), gates and section metrics (timings
-    aside) of ``profile``'s published snapshot re-analysed in this process (set ``LSA_OUTPUT_ROOT`` to an empty folder and
-    unset ``LSA_DATA_DIR`` first: nothing is made, nothing saved), as JSON gives them back."""
+    aside) of ``profile``'s published snapshot re-analysed in this process (set
+    ``LSA_OUTPUT_ROOT`` to an empty folder and unset ``LSA_DATA_DIR`` first: nothing is made,
+    nothing saved), as JSON gives them back."""
     import json
 
     from lsa.notebook import open_section
