@@ -4,6 +4,7 @@
 #   make check       a contributor's loop: unit tests and lint, no pipeline (a few minutes)
 #   make test-cluster  the smoke pipeline through a real single-node SLURM (as root; CI too)
 #   make reproduce   the default replication (profile mini; PROFILE=... for another)
+#   make article     the replication article from the published results (docs/article/)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -19,7 +20,7 @@ CORES ?= all
 SNAKEMAKE_ARGS ?=
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help install kernel-user test test-all test-cluster check reproduce publish report bench lab
+.PHONY: help install kernel-user test test-all test-cluster check reproduce publish report bench lab article
 .PHONY: lint lock clean-results
 
 help:
@@ -107,6 +108,11 @@ bench: install
 
 lab: install
 	$(BIN)/jupyter lab notebooks/
+
+# the replication article from the published snapshots alone (docs/article/index.md; nothing
+# trained): publishing writes it too
+article: install
+	$(BIN)/python -m lsa article
 
 # ruff and nbstripout through the pre-commit hooks (.pre-commit-config.yaml), then Snakemake's
 lint: install

@@ -28,6 +28,8 @@
     python -m lsa bench    pins [--profile P]           pinned CPU kernels: cost and drift
     python -m lsa bench    real-lm [--windows 512,1024]  SmolLM2-135M's fine-tuning cost here
     python -m lsa timings  [--profile P]                where a profile's time went
+    python -m lsa article                               the replication article from the
+                                                        published snapshots (docs/article/)
     python -m lsa compare  [--profile P]                a reproduce's claims beside the
                                                         published snapshot's, claim by claim
     python -m lsa publish  [--profile P] [--results-only|--rerender] snapshot into docs/results/
@@ -393,6 +395,13 @@ def _timings(args) -> int:
     return 0
 
 
+def _article(args) -> int:
+    from lsa import article
+
+    print(article.write())
+    return 0
+
+
 def _compare(args) -> int:
     from lsa.compare import compare_profile
 
@@ -677,6 +686,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record-since", type=float, help=argparse.SUPPRESS)  # make reproduce
     p.add_argument("--cores", default="?", help=argparse.SUPPRESS)
     p.set_defaults(func=_timings)
+    p = command(sub, "article", help="the replication article (docs/article/index.md) from the "
+                       "published snapshots: a reproducibility summary, then the report")
+    p.set_defaults(func=_article)
     p = command(sub, "compare", help="a reproduce's claims beside the published snapshot's, "
                        "claim by claim: identical, moved within or beyond the snapshot's "
                        "stated tolerance, verdict moved")

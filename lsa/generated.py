@@ -264,10 +264,17 @@ def render(text: str, where: Path) -> str:
 
 
 def rewrite(root: Path | None = None) -> list[Path]:
-    """Write every generated block of the prose docs again; returns the files that changed."""
+    """Write every generated block of the prose docs again, and the article (``lsa.article``,
+    generated whole); returns the files that changed."""
     from lsa.files import atomic_write_text
 
     changed = []
+    if root is None:
+        from lsa import article
+
+        old = article.OUT.read_text() if article.OUT.exists() else None
+        if article.article_markdown() != old:
+            changed.append(article.write())
     for path in doc_files(root):
         text = path.read_text()
         new = render(text, path.parent)
