@@ -189,8 +189,8 @@ def article_markdown(root: Path | None = None, out: Path = OUT) -> str:
               f"Every number here comes from a {base_parameters(snap)} Llama pretrained from "
               "scratch on two CPU cores; its comparison with Llama-2-7B is of directions and "
               "sizes in nats. What the paper's scale would need: `python -m lsa plan "
-              "--profile paper`. LongBench-E and BABILong's prompts run on a GPU only (`docs/gpu.md`). The "
-              "design of the same comparison on a real pretrained model: "
+              "--profile paper`. LongBench-E and BABILong's prompts run on a GPU only "
+              "(`docs/gpu.md`). The design of the same comparison on a real pretrained model: "
               f"{_link(paths.ROOT / 'docs' / 'real_lm.md', 'docs/real_lm.md', out)}.", "",
               "### How to reproduce", "",
               "`make reproduce` (the default profile) and `make test`; "
