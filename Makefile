@@ -110,9 +110,10 @@ lab: install
 	$(BIN)/jupyter lab notebooks/
 
 # the replication article from the published snapshots alone (docs/article/index.md; nothing
-# trained): publishing writes it too
+# trained; publishing writes it too), its static site (build/article/html/) and its PDF
+# (build/article/article.pdf, Chromium's print); the article extra comes with the test one
 article: install
-	$(BIN)/python -m lsa article
+	$(BIN)/python -m lsa article --site
 
 # ruff and nbstripout through the pre-commit hooks (.pre-commit-config.yaml), then Snakemake's
 lint: install

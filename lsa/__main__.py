@@ -399,6 +399,10 @@ def _article(args) -> int:
     from lsa import article
 
     print(article.write())
+    if args.site:
+        page, pdf = article.build()
+        print(f"site: {page} (serve {page.parent.parent} with any static host, e.g. python "
+              f"-m http.server -d {page.parent.parent}); PDF: {pdf}")
     return 0
 
 
@@ -688,6 +692,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_timings)
     p = command(sub, "article", help="the replication article (docs/article/index.md) from the "
                        "published snapshots: a reproducibility summary, then the report")
+    p.add_argument("--site", action="store_true", help="and its static site and PDF "
+                   "(build/article/; needs the article extra and chromium)")
     p.set_defaults(func=_article)
     p = command(sub, "compare", help="a reproduce's claims beside the published snapshot's, "
                        "claim by claim: identical, moved within or beyond the snapshot's "

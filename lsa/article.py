@@ -203,3 +203,42 @@ def article_markdown(root: Path | None = None, out: Path = OUT) -> str:
 def write(out: Path = OUT) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     return files.atomic_write_text(out, article_markdown(out=out))
+
+
+#: where ``build`` writes the site (``html/``, its root ``html/article/index.html``) and the PDF
+BUILD = paths.ROOT / "build" / "article"
+
+
+def build(out: Path = BUILD) -> tuple[Path, Path]:
+    """The article's static site and its PDF, from the published files alone: Sphinx over
+    ``docs/`` (``docs/article/conf.py``: MyST-NB shows the published notebooks with their
+    outputs, executing nothing), then Chromium's print of the article's page. Returns (the
+    site's root page, the PDF); a missing tool stops with one line naming how to install it."""
+    import shutil
+    import subprocess
+    import sys
+
+    try:
+        import myst_nb  # noqa: F401
+        import sphinx_book_theme  # noqa: F401
+    except ImportError as exc:
+        raise RuntimeError(f"the article's site needs the article extra ({exc.name} is "
+                           "missing): pip install -e '.[article]' (make article does)") from exc
+    browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")
+                    if shutil.which(b)), None)
+    if browser is None:
+        raise RuntimeError("the article's PDF is Chromium's print: install chromium (Debian: "
+                           "apt-get install chromium)")
+    html = out / "html"
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html", "-c",
+                           str(paths.ROOT / "docs" / "article"), str(paths.ROOT / "docs"),
+                           str(html)], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"sphinx failed: {done.stderr[-2000:]}")
+    page, pdf = html / "article" / "index.html", out / "article.pdf"
+    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode or not pdf.exists():
+        raise RuntimeError(f"chromium's print failed: {done.stderr[-2000:]}")
+    return page, pdf
