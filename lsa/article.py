@@ -68,10 +68,15 @@ def _snapshot(name: str, root: Path) -> dict[str, Any] | None:
             "claims": claims, "gates": gates}
 
 
-def _link(path: Path, text: str, out: Path) -> str:
+def _rel(path: Path, out: Path) -> str:
+    """``path`` relative to the article's folder (``out``'s)."""
     import os
 
-    return f"[{text}]({os.path.relpath(path, out.parent)})"
+    return os.path.relpath(path, out.parent)
+
+
+def _link(path: Path, text: str, out: Path) -> str:
+    return f"[{text}]({_rel(path, out)})"
 
 
 def scope(claims: pd.DataFrame) -> list[str]:
@@ -130,7 +135,7 @@ def claim_rows(snap: dict[str, Any], out: Path) -> list[str]:
 
 
 def figures(snap: dict[str, Any], out: Path) -> list[str]:
-    return [f"![{png.stem}]({_link(png, png.stem, out).split('(', 1)[1][:-1]})"
+    return [f"![{png.stem}]({_rel(png, out)})"
             for png in sorted((snap["folder"] / "figures").glob("*.png"))]
 
 
