@@ -132,8 +132,8 @@ def notebook_commits(root: Path, keys=None) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             commit = "unknown"
         found.setdefault(commit, []).append(info.parent.name)
-    return [{"commit": c, "notebooks": keys}
-            for c, keys in sorted(found.items(), key=lambda item: (-len(item[1]), item[0]))]
+    return [{"commit": c, "notebooks": names}
+            for c, names in sorted(found.items(), key=lambda item: (-len(item[1]), item[0]))]
 
 
 def notebooks_ran_at(record: dict[str, Any]) -> str:
