@@ -269,13 +269,9 @@ def open_section(section: str, *, profile: str | None = None, config_file: str |
                               "rerun snakemake")
     if not setup.alone:
         print(setup.provenance())
-    if setup.alone and setup.train_missing is None and setup.missing_inputs():
+    if setup.alone and (published.rerendering()  # every section reads the snapshot's runs
+                        or setup.train_missing is None and setup.missing_inputs()):
         setup.use_published()  # else ensure_runs stops, naming the command that makes them
-    if published.rerendering() and setup.snapshot is None:  # the report: no run of its own
-        snapshot = published.load(setup.profile)
-        if snapshot is not None:
-            print(f"{snapshot.describe()}: this notebook gathers its sections as rendered again "
-                  "from those runs (lsa publish --rerender)")
     seeding.seed_everything(pipe.seed)
     plots.set_theme()
     return setup
