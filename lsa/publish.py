@@ -273,13 +273,22 @@ def rerender(profile: str, dest: Path | None = None) -> Path:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
-        _take_rendered(profile, pipe, root, dest)
+        staging = dest.with_name(f".{dest.name}.rerender")  # the snapshot changes whole
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(dest, staging)
+        _take_rendered(pipe, root, staging)
+    shutil.rmtree(dest)
+    staging.rename(dest)
+    files.atomic_write_text(dest.parent / "README.md", results_index(dest.parent))
+    if dest == destination(profile):
+        generated.rewrite()
     return dest
 
 
-def _take_rendered(profile: str, pipe, root: Path, dest: Path) -> None:
-    """Move what ``rerender`` rendered under the scratch output ``root`` into the snapshot at
-    ``dest`` (see ``rerender``)."""
+def _take_rendered(pipe, root: Path, dest: Path) -> None:
+    """Move what ``rerender`` rendered under the scratch output ``root`` into the (staged copy
+    of the) snapshot at ``dest`` (see ``rerender``)."""
+    profile = pipe.profile
     results, figures_dir = root / "results" / profile, root / "figures" / profile
     previous = dest / ".claims.previous.csv"
     shutil.copy2(dest / "claims.csv", previous)
@@ -322,9 +331,6 @@ def _take_rendered(profile: str, pipe, root: Path, dest: Path) -> None:
                                                f"\n{note}\n- run finished:", 1))
     files.atomic_write_text(dest / "RESULTS.md", results_markdown(dest, previous))
     previous.unlink()
-    files.atomic_write_text(dest.parent / "README.md", results_index(dest.parent))
-    if dest == destination(profile):
-        generated.rewrite()
 
 
 def study_stamp_markdown(stamp: dict[str, Any]) -> str:
