@@ -276,9 +276,13 @@ def rerender(profile: str, dest: Path | None = None) -> Path:
         staging = dest.with_name(f".{dest.name}.rerender")  # the snapshot changes whole
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(dest, staging)
+        previous = root / "claims.previous.csv"
+        shutil.copy2(dest / "claims.csv", previous)
         _take_rendered(pipe, root, staging)
-    shutil.rmtree(dest)
-    staging.rename(dest)
+        shutil.rmtree(dest)
+        staging.rename(dest)
+        # the results page where it lies (it reads the profiles published beside it)
+        files.atomic_write_text(dest / "RESULTS.md", results_markdown(dest, previous))
     files.atomic_write_text(dest.parent / "README.md", results_index(dest.parent))
     if dest == destination(profile):
         generated.rewrite()
@@ -287,11 +291,9 @@ def rerender(profile: str, dest: Path | None = None) -> Path:
 
 def _take_rendered(pipe, root: Path, dest: Path) -> None:
     """Move what ``rerender`` rendered under the scratch output ``root`` into the (staged copy
-    of the) snapshot at ``dest`` (see ``rerender``)."""
+    of the) snapshot at ``dest`` (see ``rerender``), all but its results page."""
     profile = pipe.profile
     results, figures_dir = root / "results" / profile, root / "figures" / profile
-    previous = dest / ".claims.previous.csv"
-    shutil.copy2(dest / "claims.csv", previous)
     for ext in ("md", "csv"):
         shutil.copy2(results / REPORT / f"claims.{ext}", dest / f"claims.{ext}")
     report = files.read_json(results / REPORT / "metrics.json")
@@ -329,8 +331,6 @@ def _take_rendered(pipe, root: Path, dest: Path) -> None:
     text = re.sub(r"^- rendered again from its run files .*$\n?", "", text, flags=re.M)
     files.atomic_write_text(page, text.replace("\n- run finished:",
                                                f"\n{note}\n- run finished:", 1))
-    files.atomic_write_text(dest / "RESULTS.md", results_markdown(dest, previous))
-    previous.unlink()
 
 
 def study_stamp_markdown(stamp: dict[str, Any]) -> str:
