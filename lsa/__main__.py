@@ -468,27 +468,20 @@ def _power(args) -> int:
 
 
 def _publish(args) -> int:
+    from lsa import generated
     from lsa.publish import NotPublishable, publish, render_again, rerender
 
-    if args.rerender:  # its notebooks again on its run files, nothing trained
-        try:
-            print(rerender(_load(args).profile))
-        except NotPublishable as exc:
-            problem(args, f"not rendered again: {exc}")
-            return EXIT["missing"]
-        return 0
-    if args.results_only:  # the committed snapshot's pages, from its own files
-        try:
-            print(render_again(_load(args).profile))
-        except NotPublishable as exc:
-            problem(args, f"not published: {exc}")
-            return EXIT["missing"]
-        return 0
+    profile = _load(args).profile
+    step, failed = ((rerender, "not rendered again") if args.rerender  # nothing trained
+                    else (render_again, "not published") if args.results_only
+                    else (publish, "not published"))
     try:
-        print(publish(_load(args).profile))
+        print(step(profile))
     except NotPublishable as exc:
-        problem(args, f"not published: {exc}")
-        return EXIT["check"]
+        problem(args, f"{failed}: {exc}")
+        return EXIT["check"] if step is publish else EXIT["missing"]
+    for path in generated.rewrite():  # the docs' numbers and the article this snapshot gives
+        print(path)
     return 0
 
 

@@ -320,7 +320,7 @@ def main(args) -> int:
     write_json(out, {"results": results, "device": device_info(), "packages": package_versions(),
                      "torch_threads": torch.get_num_threads()})
     print(table(results))
-    from lsa.generated import write_page
+    from lsa.files import write_page
 
     write_page(out.with_suffix(".md"), "bench-misalign", table(results))  # its prose kept
     print(f"\nwritten to {out} and {out.with_suffix('.md')}")

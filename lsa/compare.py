@@ -51,9 +51,7 @@ def read_claims(path: Path) -> pd.DataFrame:
 def reproduced_claims(profile: str, sections: list[str]) -> pd.DataFrame:
     """The claims a pipeline run of ``profile`` saved: the report's table (every section's),
     else each section's in order (a profile without the report, such as the study's)."""
-    from lsa.publish import REPORT
-
-    report = paths.section_dir(profile, REPORT) / "claims.csv"
+    report = paths.section_dir(profile, published.REPORT) / "claims.csv"
     if report.exists():
         return read_claims(report)
     found = [paths.section_dir(profile, key) / "claims.csv" for key in sections]

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -260,3 +261,26 @@ def save_table(df, path: str | Path, floatfmt: str = ".4g") -> tuple[Path, Path]
     md = atomic_write_text(path.with_suffix(".md"),
                            df.to_markdown(index=False, floatfmt=floatfmt) + "\n")
     return csv, md
+
+
+#: a block of a page whose text code writes (``lsa.generated``: the prose docs' blocks, which
+#: publishing writes; a bench page's, named ``bench-<what>``, which its command writes)
+BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)",
+                   re.S)
+
+
+def write_page(path: Path, name: str, text: str) -> Path:
+    """Write a bench's page ``text`` (its ``# title``, then what it measured) at ``path``: as
+    the block ``name`` in place of the page's own where the page has it (the page's title and
+    prose outside it kept), else as a new page, its title above the block."""
+    title, body = "", text.strip("\n")
+    if body.startswith("# "):
+        title, _, body = body.partition("\n")
+    block = f"<!-- generated: {name} -->\n{body.strip(chr(10))}\n<!-- /generated -->"
+    old = path.read_text() if path.exists() else ""
+    found = [m for m in BLOCK.finditer(old) if m.group("name") == name]
+    if found:
+        new = old[:found[0].start()] + block + old[found[0].end():]
+    else:
+        new = (f"{title}\n\n" if title else "") + block + "\n"
+    return atomic_write_text(path, new)

@@ -3,24 +3,24 @@
 Every number about this project's results in the prose docs (``DOCS``: README.md,
 CONTRIBUTING.md, docs/*.md and docs/bench/*.md) is either written by code or a link to a page
 that is. A bench page's measured part is written by its bench command; other text that states
-a result holds it in a *generated block*, which ``python -m lsa publish`` (and ``python -m lsa
-docs``) rewrites from the published files::
+a result holds it in a *generated block*, which ``python -m lsa publish`` (and its
+``--results-only`` and ``--rerender``) rewrites from the published files::
 
     <!-- generated: NAME -->
     ...text that BLOCKS[NAME] returns...
     <!-- /generated -->
 
 A bench page's measured part is a block too, named ``bench-<what>``, which its bench command
-writes (``write_page``: the page's prose outside it is kept). ``typed_numbers`` finds a number
-typed outside such blocks, outside code (commands and file
-names are quotes) and outside ``EXEMPT`` files (frozen or dated records). How it tells a
-result from a setting or a quote (``RESULT_LIKE``, ``_exempt``): a token looks like a result
-when it is a number with a decimal point, a percentage, a ratio (``1.4x``), a size in nats, a
-``±``, or a count of runs, bases, seeds or claims; it is not one when its value is a setting
-(any numeric value of a profile of config/config.yaml, the verdicts' confidence and Holm level,
-the benches' targets), a value the paper reports (``lsa.claims.PAPER``), or where its words
-say it is a section, table or figure number, a version, a date or time, a model size in
-parameters or an identifier (arXiv, a licence).
+writes (``lsa.files.write_page``: the page's prose outside it is kept). ``typed_numbers`` finds
+a number typed outside such blocks, outside code (commands and file names are quotes) and
+outside ``EXEMPT`` files (frozen or dated records). How it tells a result from a setting or a
+quote (``RESULT_LIKE``, ``_exempt``): a token looks like a result when it is a number with a
+decimal point, a percentage, a ratio (``1.4x``), a size in nats, a ``±``, or a count of runs,
+bases, seeds or claims; it is not one when its value is a setting (any numeric value of a
+profile of config/config.yaml, the verdicts' confidence and Holm level, the benches' targets),
+a value the paper reports (``lsa.claims.PAPER``), or where its words say it is a section, table
+or figure number, a version, a date or time, a model size in parameters or an identifier
+(arXiv, a licence).
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lsa import paths
+from lsa import files, paths
 
-#: a block whose text publishing writes
-BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)",
-                   re.S)
+#: a block whose text publishing writes (``lsa.files.BLOCK``: a bench's too)
+BLOCK = files.BLOCK
 #: the files held to the rule, as globs under the repository
 DOCS = ("README.md", "CONTRIBUTING.md", "docs/*.md", "docs/bench/*.md")
 #: files left out, each with its reason
@@ -245,7 +244,8 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 }
 
 
-#: the prefix of a block its bench command writes (``write_page``), which ``render`` leaves
+#: the prefix of a block its bench command writes (``lsa.files.write_page``), which ``render``
+#: leaves as it is
 BENCH = "bench-"
 
 
@@ -286,22 +286,3 @@ def rewrite(root: Path | None = None) -> list[Path]:
             atomic_write_text(path, new)
             changed.append(path)
     return changed
-
-
-def write_page(path: Path, name: str, text: str) -> Path:
-    """Write a bench's page ``text`` (its ``# title``, then what it measured) at ``path``: as
-    the block ``name`` in place of the page's own where the page has it (the page's title and
-    prose outside it kept), else as a new page, its title above the block."""
-    from lsa.files import atomic_write_text
-
-    title, body = "", text.strip("\n")
-    if body.startswith("# "):
-        title, _, body = body.partition("\n")
-    block = f"<!-- generated: {name} -->\n{body.strip(chr(10))}\n<!-- /generated -->"
-    old = path.read_text() if path.exists() else ""
-    found = [m for m in BLOCK.finditer(old) if m.group("name") == name]
-    if found:
-        new = old[:found[0].start()] + block + old[found[0].end():]
-    else:
-        new = (f"{title}\n\n" if title else "") + block + "\n"
-    return atomic_write_text(path, new)

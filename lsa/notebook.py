@@ -118,11 +118,10 @@ class Setup:
         by `a1b2c3d` (40 runs)``: the line a pipeline's notebook prints first, so that its
         published copy names the commits that made what it shows."""
         from lsa.files import git_commit
-        from lsa.publish import run_commits
 
         runs = [r for r in self.runs() if r.finished]
         made = ", ".join(f"`{r['commit'][:7]}` ({r['runs']} run{'s' * (r['runs'] != 1)})"
-                         for r in run_commits(runs))
+                         for r in published.run_commits(runs))
         commit = git_commit() or "?"
         return (f"profile {self.profile} (the pipeline's notebook, at commit {commit[:7]}"
                 f"{'-dirty' * commit.endswith('-dirty')}): it reads {len(runs)} runs"

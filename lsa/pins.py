@@ -129,7 +129,7 @@ def main(args) -> int:
     write_json(out, {"profile": profile, "steps": steps, "configurations": result,
                      "device": device_info(), "kernels": kernels.report()})
     text = markdown(profile, result, steps, kinds)
-    from lsa.generated import write_page
+    from lsa.files import write_page
 
     write_page(out.with_suffix(".md"), "bench-pins", text)  # its prose kept
     print(text)

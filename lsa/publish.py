@@ -33,10 +33,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lsa import compare, files, generated, kept, paths, published, timings
+from lsa import compare, files, kept, paths, published, timings
+from lsa.published import REPORT, run_commits, run_kernels
 from lsa.runs import runs_of
-
-REPORT = "06_replication_report"
 
 
 class NotPublishable(RuntimeError):
@@ -124,8 +123,6 @@ def publish(profile: str = "mini", dest: Path | None = None) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging.rename(dest)
     files.atomic_write_text(dest.parent / "README.md", results_index(dest.parent))
-    if dest == destination(profile):
-        generated.rewrite()  # the docs' numbers that this snapshot gives
     return dest
 
 
@@ -219,7 +216,6 @@ def render_again(profile: str) -> Path:
         files.atomic_write_text(page, keep_moved(page.read_text(), new) if page.exists()
                                 else new)
     files.atomic_write_text(folder.parent / "README.md", results_index(folder.parent))
-    generated.rewrite()  # the docs' numbers that this snapshot gives
     return page
 
 
@@ -284,8 +280,6 @@ def rerender(profile: str, dest: Path | None = None) -> Path:
         # the results page where it lies (it reads the profiles published beside it)
         files.atomic_write_text(dest / "RESULTS.md", results_markdown(dest, previous))
     files.atomic_write_text(dest.parent / "README.md", results_index(dest.parent))
-    if dest == destination(profile):
-        generated.rewrite()
     return dest
 
 
@@ -353,7 +347,7 @@ def study_results_markdown(root: Path, stamp: dict[str, Any]) -> str:
     section 07's published metrics) and its claims table; the kept blocks' page says how its
     bases were made."""
     from lsa.headline import study_lines
-    from lsa.sections.study import exploratory
+    from lsa.sections.study.figures import exploratory_markdown
 
     lines = study_lines(kept.status(stamp["profile"]))
     metrics = next(iter(sorted((root / "sections").glob("*/metrics.json.gz"))), None)
@@ -366,42 +360,8 @@ def study_results_markdown(root: Path, stamp: dict[str, Any]) -> str:
         "plan: [`docs/preregistration.md`](../../preregistration.md).", "",
         *lines, "", "## Claims", "",
         (root / "claims.md").read_text().strip(), "",
-        *(["## Exploratory, as pre-registered", "", exploratory.markdown(found)] if found
+        *(["## Exploratory, as pre-registered", "", exploratory_markdown(found)] if found
           else [])]) + "\n"
-
-
-def _counted(runs, read) -> list[tuple[str, int]]:
-    """``read(run_info)`` of each finished run ('unknown' where unreadable or unrecorded), with
-    how many runs gave it, most first."""
-    counts: dict[str, int] = {}
-    for run in runs:
-        try:
-            value = read(files.read_json(run.folder / "run_info.json"))
-        except (OSError, ValueError):
-            value = None
-        counts[value or "unknown"] = counts.get(value or "unknown", 0) + 1
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-
-
-def run_commits(runs) -> list[dict[str, Any]]:
-    """The commits that made ``runs`` (each finished run's ``run_info.json``), with how many
-    runs each made, most first: a snapshot's runs can come from several (a resumed
-    ``make reproduce``, runs reused from an earlier one), and its notebooks from another."""
-    return [{"commit": c, "runs": n} for c, n in _counted(runs, lambda i: i.get("git_commit"))]
-
-
-def run_kernels(runs) -> list[dict[str, Any]]:
-    """The CPU kernels torch ran ``runs`` on (each run's ``run_info.json``: its ATen capability
-    and the kernel pin, ``lsa.kernels.pins``), with how many runs each, most first; a run made
-    before the pin was recorded counts as ``native`` (nothing pinned it then)."""
-    def read(info: dict[str, Any]) -> str | None:
-        device = info.get("device") or {}
-        if not device.get("cpu_capability"):
-            return None
-        return (f"{device['cpu_capability']} "
-                f"({(device.get('kernel_pin') or {}).get('state', 'native')})")
-
-    return [{"kernels": k, "runs": n} for k, n in _counted(runs, read)]
 
 
 def provenance(stamp: dict[str, Any]) -> str:

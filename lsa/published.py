@@ -43,6 +43,9 @@ class SnapshotDamaged(files.DamagedFile):
     """A published file is missing or differs from the manifest's checksum."""
 
 
+#: the replication report's section: its claims table is a snapshot's (``claims.csv``)
+REPORT = "06_replication_report"
+
 #: set (to 1) while ``lsa publish --rerender`` runs a snapshot's notebooks again: a notebook
 #: reads the snapshot's runs as a reader's does, and saves its results, which become the
 #: snapshot's (``rerendering``)
@@ -115,6 +118,40 @@ def export(pipe: PipelineConfig, plan: RunSet, dest: Path, stamp: dict[str, Any]
                 "files": _listed(written, dest)}
     files.write_json(dest / MANIFEST, manifest)
     return manifest
+
+
+def _counted(runs, read) -> list[tuple[str, int]]:
+    """``read(run_info)`` of each finished run ('unknown' where unreadable or unrecorded), with
+    how many runs gave it, most first."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        try:
+            value = read(files.read_json(run.folder / "run_info.json"))
+        except (OSError, ValueError):
+            value = None
+        counts[value or "unknown"] = counts.get(value or "unknown", 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def run_commits(runs) -> list[dict[str, Any]]:
+    """The commits that made ``runs`` (each finished run's ``run_info.json``), with how many
+    runs each made, most first: a snapshot's runs can come from several (a resumed
+    ``make reproduce``, runs reused from an earlier one), and its notebooks from another."""
+    return [{"commit": c, "runs": n} for c, n in _counted(runs, lambda i: i.get("git_commit"))]
+
+
+def run_kernels(runs) -> list[dict[str, Any]]:
+    """The CPU kernels torch ran ``runs`` on (each run's ``run_info.json``: its ATen capability
+    and the kernel pin, ``lsa.kernels.pins``), with how many runs each, most first; a run made
+    before the pin was recorded counts as ``native`` (nothing pinned it then)."""
+    def read(info: dict[str, Any]) -> str | None:
+        device = info.get("device") or {}
+        if not device.get("cpu_capability"):
+            return None
+        return (f"{device['cpu_capability']} "
+                f"({(device.get('kernel_pin') or {}).get('state', 'native')})")
+
+    return [{"kernels": k, "runs": n} for k, n in _counted(runs, read)]
 
 
 def notebook_commits(root: Path, keys=None) -> list[dict[str, Any]]:

@@ -150,7 +150,7 @@ def main(args) -> int:
     write_json(out, {"notebooks": rows, "books_present": books, "commit": commit,
                      "device": device_info(), "cpu_count": os.cpu_count()})
     text = markdown(rows, books, commit)
-    from lsa.generated import write_page
+    from lsa.files import write_page
 
     write_page(out.with_suffix(".md"), "bench-notebooks", text)  # its prose kept
     print(text)

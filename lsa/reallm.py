@@ -236,7 +236,7 @@ def main(args) -> int:
                 f"{args.length_profile}` ({threads} threads; {PROFILE_CHUNKS} chunks of the "
                 f"longest length, every length on the same tokens; {PROFILE_PROBES} copy probes "
                 f"of {PROFILE_SPAN} tokens at the shortest).\n\n" + profile_markdown(found))
-        from lsa.generated import write_page
+        from lsa.files import write_page
 
         write_page(out.with_suffix(".md"), "bench-real-lm-lengths", text)
         print(text)
@@ -255,7 +255,7 @@ def main(args) -> int:
     write_json(out, {"model": model, "windows": windows, "steps": steps, "threads": threads,
                      **result, "device": device_info()})
     text = markdown(model, result, steps, threads)
-    from lsa.generated import write_page
+    from lsa.files import write_page
 
     write_page(out.with_suffix(".md"), "bench-real-lm", text)  # its prose kept
     print(text)

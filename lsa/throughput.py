@@ -266,7 +266,7 @@ def main(args) -> int:
                      "device": device_info(), "packages": package_versions(),
                      "cpu_count": os.cpu_count()})
     text = markdown(profile, result, args.seconds)
-    from lsa.generated import write_page
+    from lsa.files import write_page
 
     write_page(out.with_suffix(".md"), "bench-jobs", text)  # its prose kept
     print(text)

@@ -338,16 +338,16 @@ def test_lsa_check_takes_the_studys_words_for_its_claims_and_only_for_them():
 
 
 def test_the_exploratory_part_reads_the_locked_analysis_and_labels_itself():
-    """Issue 74, item 6 (lsa/sections/study/exploratory.py): the moderators, the exploratory
+    """Issue 74, item 6 (lsa.sections.study.figures): the moderators, the exploratory
     estimates (dose, additivity) and every test's signed-rank p, each the analysis' own number,
     and a page that labels them exploratory with their interval's level."""
-    from lsa.sections.study import exploratory
+    from lsa.sections.study.figures import exploratory_markdown, exploratory_part
 
     cfg = small_config(stages=2)
     runs = synthetic(cfg, list(range(1, 9)), sd=0.2, shift=0.1)
     a = study.analyse(cfg, runs, base_table(range(1, 9)), {"eabf": True, "yarn": True,
                                                            "pi": True}, 3.0)
-    found = exploratory.part(a)
+    found = exploratory_part(a)
     assert found["moderators"] == a.moderators
     table = a.table().set_index("id")
     assert [e["id"] for e in found["estimates"]] == ["E.dose", "E.additivity"]
@@ -357,6 +357,6 @@ def test_the_exploratory_part_reads_the_locked_analysis_and_labels_itself():
     assert [r["id"] for r in found["signed_rank"]] == list(table.index)
     assert [r["signed_rank_p"] for r in found["signed_rank"]] == pytest.approx(
         list(table["signed_rank_p"]), nan_ok=True)
-    page = exploratory.markdown(found)
+    page = exploratory_markdown(found)
     assert page.startswith("**Exploratory, as pre-registered (no verdict)**")
     assert "95.00%" in page and "| E.dose " in page

@@ -279,7 +279,7 @@ def test_a_snapshot_names_every_commit_that_made_its_runs(tmp_path):
         if commit:
             write_json(folder / "run_info.json", {"git_commit": commit})
         runs.append(types.SimpleNamespace(folder=folder))
-    made = publish.run_commits(runs)
+    made = published.run_commits(runs)
     assert made == [{"commit": "bbb2222", "runs": 2}, {"commit": "aaa1111", "runs": 1},
                     {"commit": "unknown", "runs": 1}]
     stamp = {"commit": "ccc3333dddd", "run_commits": made}
@@ -360,7 +360,7 @@ def test_a_snapshot_counts_the_kernels_its_runs_ran_on(tmp_path):
         if info:
             write_json(folder / "run_info.json", info)
         runs.append(types.SimpleNamespace(folder=folder))
-    assert publish.run_kernels(runs) == [{"kernels": "AVX2 (pinned)", "runs": 2},
+    assert published.run_kernels(runs) == [{"kernels": "AVX2 (pinned)", "runs": 2},
                                          {"kernels": "AVX512 (native)", "runs": 1},
                                          {"kernels": "unknown", "runs": 1}]
 

@@ -6,7 +6,7 @@ import shutil
 
 from support import ROOT
 
-from lsa import generated
+from lsa import files, generated
 
 
 def test_no_result_number_is_typed_in_the_prose_docs():
@@ -52,11 +52,11 @@ def test_every_generated_block_is_as_publishing_writes_it():
 
 def test_a_bench_page_keeps_its_prose_when_its_command_writes_it_again(tmp_path):
     page = tmp_path / "x.md"
-    generated.write_page(page, "bench-x", "# Title\n\n| a |\n|---|\n| 1.5 |\n")
+    files.write_page(page, "bench-x", "# Title\n\n| a |\n|---|\n| 1.5 |\n")
     assert page.read_text() == ("# Title\n\n<!-- generated: bench-x -->\n| a |\n|---|\n| 1.5 |\n"
                                 "<!-- /generated -->\n")
     page.write_text(page.read_text().replace("# Title", "# My title") + "\nWhat it says.\n")
-    generated.write_page(page, "bench-x", "# Title\n\n| a |\n|---|\n| 2.5 |\n")
+    files.write_page(page, "bench-x", "# Title\n\n| a |\n|---|\n| 2.5 |\n")
     assert page.read_text() == ("# My title\n\n<!-- generated: bench-x -->\n| a |\n|---|\n"
                                 "| 2.5 |\n<!-- /generated -->\n\nWhat it says.\n")
     assert generated.typed_numbers(page.read_text()) == []
