@@ -204,6 +204,12 @@ def compare_expectation(profile: str, where: Path) -> str:
     text = (f"On a machine that runs the snapshot's kernels ({kernels}), the runs are expected "
             f"to be the published ones bit for bit, and `make reproduce` to end with `compare "
             f"{profile}: {claims} claims against the published snapshot: {claims} identical`.")
+    if "(pinned)" not in kernels:
+        text += (" Its runs were made before lsa pinned the kernels (`lsa.kernels.PIN`): a "
+                 "reproduce now runs the pinned ones on every CPU with AVX2, so until the "
+                 "snapshot is made again under the pin its numbers move, by a tolerance not "
+                 "yet measured (`LSA_KERNELS=native` on a machine like the publisher's gives "
+                 "its runs).")
     measured = compare.kernels_file(profile)
     if measured.exists():
         table = compare.read_claims(measured)
