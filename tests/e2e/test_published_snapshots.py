@@ -43,7 +43,9 @@ def test_a_smoke_snapshot_reanalyses_to_the_pipelines_claims(smoke_pipeline, tmp
     for key in pipe.sections:
         setup = open_section(key, profile="smoke")
         assert setup.snapshot is not None, key
-        assert "published results of `smoke`, commit abc1234" in capsys.readouterr().out
+        # the notebooks' commits, from their sections' own run_info.json (issue 74, item 5)
+        assert (f"published results of `smoke`, notebooks at "
+                f"{published.notebooks_ran_at(manifest)}") in capsys.readouterr().out
         result = drive(setup)
         assert same_json(result.claims, saved[key]["claims"]), key
         assert same_json(result.metrics.get("gates"), saved[key].get("gates")), key
