@@ -341,7 +341,8 @@ def with_family_rule(table):
         if new != row["verdict"]:
             note = FAMILY_NOTE.format(verdict=row["verdict"], family=FAMILIES[row["origin"]],
                                       p_holm=float(row["p_holm"]))
-            table.at[i, "evidence"] = f"{row['evidence']} {note}".strip()
+            evidence = row["evidence"] if isinstance(row["evidence"], str) else ""
+            table.at[i, "evidence"] = f"{evidence} {note}".strip()
             table.at[i, "verdict"] = new
     return table
 
@@ -349,7 +350,8 @@ def with_family_rule(table):
 def moved_by_family_rule(table) -> list[str]:
     """The ids of the claims whose verdict the family rule replaced (their evidence says so)."""
     marker = FAMILY_NOTE.split("{")[0]
-    return [str(i) for i, e in zip(table["id"], table["evidence"].astype(str)) if marker in e
+    evidence = table["evidence"].fillna("").astype(str)  # pandas keeps a missing one NaN
+    return [str(i) for i, e in zip(table["id"], evidence) if marker in e
             and "before Holm's correction" in e]
 
 
