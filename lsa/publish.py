@@ -300,7 +300,7 @@ def _take_rendered(pipe, root: Path, dest: Path) -> None:
     by_hash = {hashlib.sha256(png.read_bytes()).hexdigest(): png.name
                for png in (dest / "figures").glob("*.png")}
     for nb in sorted((results / "notebooks").glob("*.ipynb")):
-        _copy_notebook(nb, dest / "notebooks" / nb.name, by_hash)
+        _copy_notebook(nb, dest / "notebooks" / nb.name, by_hash, roots=(root,))
     written = []
     for key in pipe.sections:
         out = dest / "sections" / key
@@ -384,7 +384,8 @@ def _run_commit(profile: str) -> str | None:
         return None
 
 
-def _copy_notebook(notebook: Path, out: Path, figures: dict[str, str] | None = None) -> None:
+def _copy_notebook(notebook: Path, out: Path, figures: dict[str, str] | None = None,
+                   roots: tuple[Path, ...] = ()) -> None:
     """An executed notebook as published: its cells and outputs, without the per-cell timing
     metadata that papermill writes (it changes at every run and says nothing to a reader). An
     image output that is byte for byte one of the snapshot's ``figures`` (sha256 -> file name:
@@ -406,7 +407,7 @@ def _copy_notebook(notebook: Path, out: Path, figures: dict[str, str] | None = N
                 data["text/markdown"] = f"![{name}](../figures/{name})"
                 data["text/plain"] = f"figure {name}"
     files.atomic_write_text(out, portable_paths(nbformat.writes(node),
-                                                [paths.output_root(), paths.ROOT]))
+                                                [paths.output_root(), paths.ROOT, *roots]))
 
 
 #: the repository's folders a path of the publishing machine leads to (``machine_roots``)
