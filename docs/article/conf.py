@@ -18,3 +18,5 @@ suppress_warnings = ["toc.not_included", "myst.header", "myst.xref_missing",
 myst_heading_anchors = 3
 # the claims' words exactly as claims.csv has them (no typographic quotes)
 smartquotes = False
+# widget outputs (a progress bar) are shown as their text: no widget script from a CDN
+nb_ipywidgets_js = {}
