@@ -57,8 +57,9 @@ def figure_effects(setup: Setup, result: Result) -> None:
                           summary["high"] - summary["estimate"]],
                     fmt="o", color="C3", capsize=4)
         ax.axvline(0, color="0.6", lw=0.8)
-        ax.set(xlabel=label, ylabel="test (its interval's level)")
-    axes[0, 0].set_title("per-base effects (arm minus comparator) and each test's interval")
+        ax.set(xlabel=label, ylabel="")
+    axes[0, 0].set_title("per-base effects (arm minus comparator) and each test's interval\n"
+                         "(its level beside the test's id)")
     fig.tight_layout()
     save_figure(setup, result, fig, "07_per_base_effects")
 
