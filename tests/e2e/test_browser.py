@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import BIN, ROOT
+from support import BIN, ROOT, chrome, chromium
 
 NOTEBOOK = "03_regularized_finetuning.ipynb"
 SCREENSHOTS = ROOT / "logs" / "browser"
@@ -32,11 +32,6 @@ SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
         "fetchNews": "false", "checkForUpdates": False},
 }
-
-
-def _browser() -> tuple[str, str] | None:
-    found = shutil.which("chromium"), shutil.which("chromedriver")
-    return found if all(found) else None
 
 
 def _free_port() -> int:
@@ -59,12 +54,7 @@ def _wait(condition, timeout: float, what: str, every: float = 0.5):
 def lab(tmp_path):
     """JupyterLab on localhost over a copy of the notebook, with a fresh output root (no runs,
     no LAST_PROFILE: the notebook reads the default profile, mini)."""
-    browser = _browser()
-    if browser is None:
-        if os.environ.get("LSA_REQUIRE_BROWSER"):
-            pytest.fail("chromium and chromedriver are not on PATH (apt-get install chromium "
-                        "chromium-driver)")
-        pytest.skip("no chromium/chromedriver: apt-get install chromium chromium-driver")
+    browser = chromium()
     if not (ROOT / "docs" / "results" / "mini" / "MANIFEST.json").exists():
         pytest.skip("docs/results/mini has no run files to re-analyse")
     root, settings = tmp_path / "lab", tmp_path / "settings"
@@ -102,18 +92,10 @@ def lab(tmp_path):
 
 
 def test_notebook_03_runs_in_jupyterlab_on_the_published_mini(lab):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
-    url, (chromium, chromedriver) = lab
-    options = Options()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--window-size=1400,1100"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+    url, browser = lab
+    driver = chrome(browser, "--window-size=1400,1100")
     try:
         driver.get(url)
         cells = lambda: driver.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell")  # noqa: E731

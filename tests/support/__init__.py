@@ -160,3 +160,32 @@ def copy_made_runs(only=None, exclude=(), profile="smoke") -> list[str]:
             shutil.copytree(folder, target / folder.name)
             copied.append(folder.name)
     return copied
+
+
+def chromium() -> tuple[str, str]:
+    """Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them): their paths,
+    else the calling test is skipped, or fails where ``LSA_REQUIRE_BROWSER`` is set (CI)."""
+    import pytest
+
+    found = shutil.which("chromium"), shutil.which("chromedriver")
+    if all(found):
+        return found
+    if os.environ.get("LSA_REQUIRE_BROWSER"):
+        pytest.fail("chromium and chromedriver are not on PATH (apt-get install chromium "
+                    "chromium-driver)")
+    pytest.skip("no chromium/chromedriver: apt-get install chromium chromium-driver")
+
+
+def chrome(found: tuple[str, str], *arguments: str):
+    """A headless Chromium driven by selenium (``found``: ``chromium()``), with ``arguments``
+    besides the headless ones; the caller quits it."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    browser, driver = found
+    options = Options()
+    options.binary_location = browser
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", *arguments):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service(driver), options=options)

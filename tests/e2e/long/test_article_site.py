@@ -8,26 +8,20 @@ Needs Debian's ``chromium`` and ``chromium-driver``; without them the test is sk
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pandas as pd
 import pytest
-from support import ROOT
+from support import ROOT, chrome, chromium
 
 from lsa import article
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    found = shutil.which("chromium"), shutil.which("chromedriver")
-    if not all(found):
-        if os.environ.get("LSA_REQUIRE_BROWSER"):
-            pytest.fail("chromium and chromium-driver are required here (LSA_REQUIRE_BROWSER)")
-        pytest.skip("needs chromium and chromium-driver")
+    found = chromium()
     page, pdf = article.build(tmp_path_factory.mktemp("article"))
     return page, pdf, found
 
@@ -48,18 +42,10 @@ def test_no_built_page_loads_anything_from_the_web(site):
 
 
 def test_the_article_in_a_browser_links_figures_and_verdicts(site):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
-    page, _, (chromium, chromedriver) = site
-    options = Options()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--allow-file-access-from-files"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+    page, _, found = site
+    driver = chrome(found, "--allow-file-access-from-files")
     try:
         driver.get(page.as_uri())
         assert "Long-Short Alignment" in driver.title
