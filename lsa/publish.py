@@ -206,9 +206,7 @@ def render_again(profile: str) -> Path:
                          {**manifest, "notebook_commits": stamp["notebook_commits"]})
     page = folder / "STAMP.md"
     if page.exists():
-        files.atomic_write_text(page, re.sub(
-            r"^- runs made by .*?\(`[0-9a-f]+`\)", lambda _: f"- {provenance(stamp)} "
-            f"(`{stamp['commit']}`)", page.read_text(), count=1, flags=re.M))
+        files.atomic_write_text(page, with_provenance_line(page.read_text(), stamp))
     page = folder / "RESULTS.md"
     if not (folder / kept.PAGE).exists() or "bases" not in files.read_json(
             folder / published.MANIFEST):  # the study's page is its own (publish_study)
@@ -317,9 +315,7 @@ def _take_rendered(pipe, root: Path, dest: Path) -> None:
     files.write_json(dest / published.MANIFEST, {
         **manifest, "commit": commit, "notebook_commits": stamp["notebook_commits"]})
     page = dest / "STAMP.md"
-    text = re.sub(r"^- runs made by .*?\(`[0-9a-f]+(?:-dirty)?`\)",
-                  lambda _: f"- {provenance(stamp)} (`{commit}`)", page.read_text(), count=1,
-                  flags=re.M)
+    text = with_provenance_line(page.read_text(), stamp)
     note = (f"- rendered again from its run files on {stamp['rendered_again_utc'][:10]} "
             f"(`lsa publish --rerender`, nothing trained)")
     text = re.sub(r"^- rendered again from its run files .*$\n?", "", text, flags=re.M)
@@ -362,6 +358,17 @@ def study_results_markdown(root: Path, stamp: dict[str, Any]) -> str:
         (root / "claims.md").read_text().strip(), "",
         *(["## Exploratory, as pre-registered", "", exploratory_markdown(found)] if found
           else [])]) + "\n"
+
+
+#: STAMP.md's first line (``provenance`` and the full commit), as ``with_provenance_line`` finds it
+_PROVENANCE_LINE = re.compile(r"^- runs made by .*?\(`[0-9a-f]+(?:-dirty)?`\)", flags=re.M)
+
+
+def with_provenance_line(text: str, stamp: dict[str, Any]) -> str:
+    """A STAMP.md's ``text`` with its provenance line written again from ``stamp`` (its
+    notebooks' commits may have been read again, or rendered again)."""
+    return _PROVENANCE_LINE.sub(lambda _: f"- {provenance(stamp)} (`{stamp['commit']}`)", text,
+                                count=1)
 
 
 def provenance(stamp: dict[str, Any]) -> str:
