@@ -119,15 +119,16 @@ def claim_rows(snap: dict[str, Any], out: Path) -> list[str]:
 
     claims = snap["claims"]
     paper = display(claims[claims["origin"] == "paper"])
-    notebooks = {p.stem[:2]: p for p in (snap["folder"] / "notebooks").glob("*.ipynb")}
+    # each claim's notebook: the section whose saved metrics hold it
+    notebook_of = {c["id"]: metrics.parent.name
+                   for metrics in (snap["folder"] / "sections").glob("*/metrics.json.gz")
+                   for c in json.loads(files.read_text(metrics.with_suffix(""))).get("claims", [])}
     lines: list[str] = []
     for section, rows in paper.groupby("section", sort=False):
         lines += [f"### {section}", ""]
-        number = {"Sec. 3": "01", "Sec. 4": "02", "Sec. 5.1": "03", "Sec. 5.2": "03",
-                  "Sec. 5.3": "04", "Sec. 5.4": "05"}
-        key = next((v for k, v in number.items() if str(section).startswith(k)), None)
-        if key and key in notebooks:
-            lines += [f"Notebook: {_link(notebooks[key], notebooks[key].name, out)}; rows: "
+        notebook = snap["folder"] / "notebooks" / f"{notebook_of.get(rows['id'].iloc[0])}.ipynb"
+        if notebook.exists():
+            lines += [f"Notebook: {_link(notebook, notebook.name, out)}; rows: "
                       f"{_link(snap['folder'] / 'claims.csv', 'claims.csv', out)}.", ""]
         table = rows[["id", "claim", "paper", "ours", "verdict"]]
         lines += [table.to_markdown(index=False), ""]
