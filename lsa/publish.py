@@ -227,6 +227,7 @@ def rerender(profile: str, dest: Path | None = None) -> Path:
     their record stay. ``dest``: a copy of the snapshot to write instead (the tests')."""
     import os
     import tempfile
+    from unittest import mock
 
     import papermill as pm
     from tqdm.auto import tqdm
@@ -245,11 +246,10 @@ def rerender(profile: str, dest: Path | None = None) -> Path:
     pipe = load_config(profile=profile)
     with tempfile.TemporaryDirectory(prefix=f"lsa-rerender-{profile}-") as tmp:
         root = Path(tmp)
-        saved = {k: os.environ.get(k) for k in ("LSA_OUTPUT_ROOT", published.RERENDER)}
-        os.environ.update({"LSA_OUTPUT_ROOT": str(root), published.RERENDER: "1"})
-        try:  # config order: the report after the sections it gathers
+        scratch = {"LSA_OUTPUT_ROOT": str(root), published.RERENDER: "1"}
+        with mock.patch.dict(os.environ, scratch):  # the kernels inherit it; undone after
             for key, spec in tqdm(pipe.sections.items(), desc=f"rerender {profile}"):
-                out = paths.executed_notebook(profile, key)
+                out = paths.executed_notebook(profile, key)  # config order: the report last
                 out.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     pm.execute_notebook(str(paths.NOTEBOOKS / spec.notebook), str(out),
@@ -261,12 +261,6 @@ def rerender(profile: str, dest: Path | None = None) -> Path:
                         "nothing of the snapshot changed (a section whose runs the snapshot "
                         "lacks under this configuration: other input files, such as "
                         "$LSA_DATA_DIR's bAbI, give other run ids)") from exc
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
         staging = dest.with_name(f".{dest.name}.rerender")  # the snapshot changes whole
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(dest, staging)
